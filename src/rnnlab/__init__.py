@@ -1,0 +1,25 @@
+"""rnnlab: vanilla RNN, GRU and LSTM from scratch in NumPy, with exact BPTT.
+
+>>> import numpy as np, rnnlab
+>>> cell = rnnlab.GRU(3, 5, variant="cho", seed=0)
+>>> hs, cache = cell.forward(np.ones((4, 2, 3)))
+>>> grads, dx, dh0 = cell.backward(np.ones_like(hs), cache, back_steps=2)
+>>> sorted(grads) == sorted(cell.params)
+True
+"""
+
+from rnnlab.budget import count_params, hidden_for_budget
+from rnnlab.cells import GRU, LSTM, RNN, Cache, Cell, Stack
+from rnnlab.cells.stack import make_cell
+from rnnlab.gradcheck import GradcheckResult, gradcheck, numerical_gradient
+from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
+from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, squared_error
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GRU", "LSTM", "RNN", "Cache", "Cell", "Stack", "Embedding", "Linear", "GradcheckResult",
+    "count_params", "gradcheck", "hidden_for_budget", "make_cell", "numerical_gradient",
+    "select_last", "select_last_backward", "sigmoid_binary_cross_entropy", "softmax_cross_entropy",
+    "squared_error",
+]

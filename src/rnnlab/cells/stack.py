@@ -1,0 +1,137 @@
+"""Stacked recurrent layers with the same interface as one cell, and the cell factory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from rnnlab.cells.base import Cache, Cell, check_positive_int
+from rnnlab.cells.gru import GRU
+from rnnlab.cells.lstm import LSTM
+from rnnlab.cells.rnn import RNN
+
+CELLS: dict[str, type[Cell]] = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
+
+
+def make_cell(cell: str, input_size: int, hidden_size: int, **kwargs: Any) -> Cell:
+    """Build a cell by name: ``"rnn"``, ``"gru"`` or ``"lstm"``; kwargs go to its constructor."""
+    if cell not in CELLS:
+        raise ValueError(f"cell: unknown cell {cell!r}; expected one of {tuple(CELLS)}")
+    return CELLS[cell](input_size, hidden_size, **kwargs)
+
+
+class _LayerParams(MutableMapping):
+    """A live view of the layers' parameters under the names ``"{layer}.{name}"``."""
+
+    def __init__(self, layers: list[Cell]) -> None:
+        self._layers = layers
+
+    def _split(self, key: str) -> tuple[dict, str]:
+        layer, _, name = key.partition(".")
+        if not layer.isdigit() or int(layer) >= len(self._layers) or name not in self._layers[int(layer)].params:
+            raise KeyError(key)
+        return self._layers[int(layer)].params, name
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        params, name = self._split(key)
+        return params[name]
+
+    def __setitem__(self, key: str, value: np.ndarray) -> None:
+        params, name = self._split(key)
+        params[name] = value
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("a Stack's parameters cannot be removed")
+
+    def __iter__(self) -> Iterator[str]:
+        for i, layer in enumerate(self._layers):
+            for name in layer.params:
+                yield f"{i}.{name}"
+
+    def __len__(self) -> int:
+        return sum(len(layer.params) for layer in self._layers)
+
+
+class Stack:
+    """Recurrent layers where layer l+1 reads the hidden states of layer l.
+
+    ``params`` names each parameter ``"{layer}.{name}"`` (``"0.W_x"``, ``"1.W_h"``, ...); h0 and
+    dh0 are lists with one entry per layer (each shaped as for that cell). With ``back_steps=k``
+    each layer's recurrence is truncated after k steps; the error a lower layer receives at step s
+    from the layer above is an injection at s.
+
+    >>> stack = Stack.build("rnn", input_size=10, hidden_size=64, num_layers=2, recurrent_bias=True)
+    >>> stack.num_params()
+    13184
+    """
+
+    def __init__(self, layers: list[Cell]) -> None:
+        if not layers:
+            raise ValueError("layers: expected at least one cell")
+        for i in range(1, len(layers)):
+            if layers[i].input_size != layers[i - 1].hidden_size:
+                raise ValueError(
+                    f"layers: layer {i} expects input_size {layers[i].input_size} but layer {i - 1} "
+                    f"has hidden_size {layers[i - 1].hidden_size}"
+                )
+        self.layers = list(layers)
+        self.params = _LayerParams(self.layers)
+
+    @classmethod
+    def build(
+        cls, cell: str, input_size: int, hidden_size: int, num_layers: int = 1, seed: int | None = None, **kwargs: Any
+    ) -> Stack:
+        """``num_layers`` cells of one kind; layer l is seeded from ``seed`` and l."""
+        num_layers = check_positive_int(num_layers, "num_layers")
+        seeds = np.random.SeedSequence(seed).spawn(num_layers)
+        layers = [
+            make_cell(cell, input_size if i == 0 else hidden_size, hidden_size,
+                      seed=np.random.default_rng(seeds[i]).integers(2**63), **kwargs)
+            for i in range(num_layers)
+        ]
+        return cls(layers)
+
+    @property
+    def input_size(self) -> int:
+        return self.layers[0].input_size
+
+    @property
+    def hidden_size(self) -> int:
+        return self.layers[-1].hidden_size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.layers[0].dtype
+
+    def num_params(self) -> int:
+        return sum(layer.num_params() for layer in self.layers)
+
+    def __repr__(self) -> str:
+        return f"Stack({self.layers!r}, params={self.num_params()})"
+
+    def forward(self, x: Any, h0: list | None = None, mask: Any = None) -> tuple[np.ndarray, list[Cache]]:
+        """x (T, B, input_size) → hs of the top layer (T, B, hidden) and the per-layer caches."""
+        if h0 is not None and len(h0) != len(self.layers):
+            raise ValueError(f"h0: expected a list of {len(self.layers)} initial states, got {len(h0)}")
+        caches = []
+        for i, layer in enumerate(self.layers):
+            x, cache = layer.forward(x, None if h0 is None else h0[i], mask)
+            caches.append(cache)
+        return x, caches
+
+    def backward(self, dhs: Any, cache: list[Cache], back_steps: int | None = None):
+        """Returns (grads keyed like ``params``, dx (T, B, input_size), dh0 as a list per layer)."""
+        grads: dict[str, np.ndarray] = {}
+        dh0s = [None] * len(self.layers)
+        d = dhs
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer_grads, d, dh0s[i] = self.layers[i].backward(d, cache[i], back_steps)
+            grads.update({f"{i}.{name}": g for name, g in layer_grads.items()})
+        return {name: grads[name] for name in self.params}, d, dh0s
+
+    @staticmethod
+    def final_state(cache: list[Cache]) -> list:
+        """Per layer, the state after the last step (carry it into the next chunk of a stream)."""
+        return [c.final_state for c in cache]

@@ -1,0 +1,112 @@
+"""The non-recurrent pieces around a cell: embedding, linear readout, last-valid-step selection.
+
+Each layer has ``params``, ``num_params()``, ``forward(...) -> (out, cache)`` and
+``backward(dout, cache) -> (grads, dinput)`` like the cells.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rnnlab.cells.base import check_dtype, check_positive_int
+from rnnlab.init import check_scheme, init_bias, init_weight
+
+
+class Embedding:
+    """Lookup table: ids (...) of ints in [0, num_embeddings) → vectors (..., dim). Parameter ``W``."""
+
+    def __init__(
+        self, num_embeddings: int, dim: int, *, init: str = "normal", init_scale: float | None = None,
+        seed: int | None = None, dtype: Any = np.float64,
+    ) -> None:
+        self.num_embeddings = check_positive_int(num_embeddings, "num_embeddings")
+        self.dim = check_positive_int(dim, "dim")
+        self.dtype = check_dtype(dtype)
+        rng = np.random.default_rng(seed)
+        self.params = {"W": init_weight(rng, self.num_embeddings, self.dim, 1, check_scheme(init, "init"),
+                                        init_scale, self.dtype)}
+
+    def num_params(self) -> int:
+        return self.params["W"].size
+
+    def forward(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.asarray(ids)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"ids: expected integer token ids, got dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
+            raise ValueError(f"ids: expected ids in [0, {self.num_embeddings}), got range [{ids.min()}, {ids.max()}]")
+        return self.params["W"][ids], ids
+
+    def backward(self, dout: np.ndarray, ids: np.ndarray) -> tuple[dict[str, np.ndarray], None]:
+        dW = np.zeros_like(self.params["W"])
+        np.add.at(dW, ids.reshape(-1), dout.reshape(-1, self.dim))
+        return {"W": dW}, None
+
+
+class Linear:
+    """Readout y = h W + b: h (..., in_features) → y (..., out_features). Parameters ``W``, ``b``."""
+
+    def __init__(
+        self, in_features: int, out_features: int, *, bias: bool = True, init: str = "uniform",
+        init_scale: float | None = None, seed: int | None = None, dtype: Any = np.float64,
+    ) -> None:
+        self.in_features = check_positive_int(in_features, "in_features")
+        self.out_features = check_positive_int(out_features, "out_features")
+        self.dtype = check_dtype(dtype)
+        rng = np.random.default_rng(seed)
+        scheme = check_scheme(init, "init")
+        if scheme == "uniform":  # PyTorch's nn.Linear: U(±1/sqrt(in_features)) for W and b
+            bound = 1.0 / np.sqrt(self.in_features)
+            W = rng.uniform(-bound, bound, size=(self.in_features, self.out_features)).astype(self.dtype)
+        else:
+            W = init_weight(rng, self.in_features, self.out_features, 1, scheme, init_scale, self.dtype)
+        self.params = {"W": W}
+        if bias:
+            self.params["b"] = init_bias(rng, self.in_features, self.out_features, scheme, self.dtype)
+
+    def num_params(self) -> int:
+        return int(sum(v.size for v in self.params.values()))
+
+    def forward(self, h: Any) -> tuple[np.ndarray, np.ndarray]:
+        h = np.asarray(h, dtype=self.dtype)
+        if h.shape[-1] != self.in_features:
+            raise ValueError(f"h: expected last axis of size in_features={self.in_features}, got shape {h.shape}")
+        y = h @ self.params["W"]
+        if "b" in self.params:
+            y = y + self.params["b"]
+        return y, h
+
+    def backward(self, dy: np.ndarray, h: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        rows_h, rows_dy = h.reshape(-1, self.in_features), dy.reshape(-1, self.out_features)
+        grads = {"W": rows_h.T @ rows_dy}
+        if "b" in self.params:
+            grads["b"] = rows_dy.sum(axis=0)
+        return grads, dy @ self.params["W"].T
+
+
+def last_valid_index(mask: Any, T: int, B: int) -> np.ndarray:
+    """Index of the last valid step of each sequence (B,); T-1 everywhere when mask is None."""
+    if mask is None:
+        return np.full(B, T - 1)
+    m = np.asarray(mask).astype(bool)
+    if m.shape != (T, B):
+        raise ValueError(f"mask: expected shape (T, B) = ({T}, {B}), got {m.shape}")
+    if not m.any(axis=0).all():
+        raise ValueError("mask: every sequence needs at least one valid step")
+    return T - 1 - np.argmax(m[::-1], axis=0)
+
+
+def select_last(hs: np.ndarray, mask: Any = None) -> np.ndarray:
+    """hs (T, B, H) → the state at each sequence's last valid step, (B, H)."""
+    T, B, _ = hs.shape
+    return hs[last_valid_index(mask, T, B), np.arange(B)]
+
+
+def select_last_backward(dlast: np.ndarray, hs_shape: tuple, mask: Any = None) -> np.ndarray:
+    """Adjoint of ``select_last``: (B, H) → (T, B, H), zero except at the last valid steps."""
+    T, B, _ = hs_shape
+    dhs = np.zeros(hs_shape, dlast.dtype)
+    dhs[last_valid_index(mask, T, B), np.arange(B)] = dlast
+    return dhs

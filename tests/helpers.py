@@ -1,0 +1,95 @@
+"""Shared pieces of the gradient tests: cell configurations, a readout + loss on top, and the
+reference truncated gradient built independently of the backward pass."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import rnnlab
+from rnnlab.layers import Linear, select_last, select_last_backward
+
+CELL_CONFIGS = {
+    "rnn-tanh": ("rnn", {"activation": "tanh"}),
+    "rnn-sigmoid": ("rnn", {"activation": "sigmoid"}),
+    "rnn-relu": ("rnn", {"activation": "relu"}),
+    "gru-cudnn": ("gru", {"variant": "cudnn"}),
+    "gru-cho": ("gru", {"variant": "cho"}),
+    "lstm": ("lstm", {}),
+}
+BIASES = {"none": {"bias": False}, "bias": {"bias": True}, "two-biases": {"bias": True, "recurrent_bias": True}}
+LOSS_MODES = ("ce-steps", "ce-last", "bce-steps", "se-steps")
+
+
+def make_cell(config: str, bias: str, input_size: int, hidden: int, seed: int) -> rnnlab.Cell:
+    kind, kwargs = CELL_CONFIGS[config]
+    # normal(0.5) draws make gates and activations leave their linear regime
+    return rnnlab.make_cell(kind, input_size, hidden, seed=seed, init="normal", init_scale=0.5,
+                            **kwargs, **BIASES[bias])
+
+
+def make_mask(rng: np.random.Generator, T: int, B: int) -> np.ndarray:
+    """Right-padded lengths in [1, T], at least one sequence of full length."""
+    lengths = rng.integers(1, T + 1, size=B)
+    lengths[0] = T
+    return (np.arange(T)[:, None] < lengths[None, :]).astype(np.float64)
+
+
+class Head:
+    """A linear readout and a loss over the hidden states: every step, or the last valid one."""
+
+    def __init__(self, mode: str, hidden: int, outputs: int, T: int, B: int, rng: np.random.Generator):
+        self.mode = mode
+        self.readout = Linear(hidden, outputs, seed=int(rng.integers(1 << 30)), init="normal", init_scale=0.5)
+        if mode == "ce-last":
+            self.targets = rng.integers(0, outputs, size=B)
+        elif mode == "ce-steps":
+            self.targets = rng.integers(0, outputs, size=(T, B))
+        elif mode == "bce-steps":
+            self.targets = rng.integers(0, 2, size=(T, B, outputs)).astype(np.float64)
+        else:
+            self.targets = rng.normal(size=(T, B, outputs))
+
+    def loss(self, hs: np.ndarray, mask) -> tuple[float, dict, np.ndarray]:
+        """Loss, readout grads, dL/dhs."""
+        if self.mode == "ce-last":
+            last = select_last(hs, mask)
+            y, rc = self.readout.forward(last)
+            L, dy = rnnlab.softmax_cross_entropy(y, self.targets)
+            g, dlast = self.readout.backward(dy, rc)
+            return L, g, select_last_backward(dlast, hs.shape, mask)
+        y, rc = self.readout.forward(hs)
+        fn = {"ce-steps": rnnlab.softmax_cross_entropy, "bce-steps": rnnlab.sigmoid_binary_cross_entropy,
+              "se-steps": rnnlab.squared_error}[self.mode]
+        L, dy = fn(y, self.targets, mask)
+        g, dhs = self.readout.backward(dy, rc)
+        return L, g, dhs
+
+
+def split_state(cell, h0):
+    return (h0,) if cell.state_size == 1 else tuple(h0)
+
+
+def join_state(cell, parts):
+    return parts[0] if cell.state_size == 1 else tuple(parts)
+
+
+def truncated_reference_loss(cell, head, x, h0, mask, k, frozen_states, frozen_hs):
+    """F = Σ_t L(hs with only hs[t] live), where hs[t] is recomputed from the detached state
+    h_{t-k-1} (taken from the frozen forward pass) through steps t-k..t. ∇F at the frozen point is
+    the exact truncated-BPTT gradient, obtained here without the backward pass."""
+    T = x.shape[0]
+    total = 0.0
+    for t in range(T):
+        start = t - k - 1
+        if start < -1:  # the window reaches past the initial state, which stays live
+            s0, first = h0, 0
+        elif start == -1:
+            s0, first = frozen_states[0], 0
+        else:
+            s0, first = frozen_states[start + 1], start + 1
+        sub_mask = None if mask is None else mask[first:t + 1]
+        hs_live, _ = cell.forward(x[first:t + 1], s0, sub_mask)
+        hs = frozen_hs.copy()
+        hs[t] = hs_live[-1]
+        total += head.loss(hs, mask)[0]
+    return total
