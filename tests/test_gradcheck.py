@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rnnlab
 from helpers import (
     BIASES,
     CELL_CONFIGS,
@@ -16,10 +20,6 @@ from helpers import (
     split_state,
     truncated_reference_loss,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import rnnlab
 
 TOL = 1e-6
 shapes = st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**31))

@@ -8,8 +8,8 @@ through time to ~1e-5 are still resolved to a relative 1e-7 (the two-point stenc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 

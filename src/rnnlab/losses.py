@@ -45,7 +45,9 @@ def softmax_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[
     targets = np.asarray(targets)
     C = logits.shape[-1]
     if targets.shape != logits.shape[:-1]:
-        raise ValueError(f"targets: expected shape {logits.shape[:-1]} (logits without the class axis), got {targets.shape}")
+        raise ValueError(
+            f"targets: expected shape {logits.shape[:-1]} (logits without the class axis), got {targets.shape}"
+        )
     if not np.issubdtype(targets.dtype, np.integer):
         raise ValueError(f"targets: expected integer class ids, got dtype {targets.dtype}")
     if targets.size and (targets.min() < 0 or targets.max() >= C):
