@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -52,6 +56,200 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if worst < 1e-6 else 1
 
 
+# -- train / evaluate -------------------------------------------------------------------------
+
+
+def _optional_int(text: str) -> int | None:
+    return None if str(text).lower() in ("none", "full") else int(text)
+
+
+def _optional_float(text: str) -> float | None:
+    return None if str(text).lower() == "none" else float(text)
+
+
+def _int_list(text: Any) -> list[int]:
+    if isinstance(text, (list, tuple)):
+        return [int(v) for v in text]
+    return [int(v) for v in str(text).split(",") if v.strip()]
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    if str(text).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(text).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str                      # as in TOML files and TrainConfig; the flag is --name-with-dashes
+    default: Any
+    convert: Callable[[Any], Any]
+    help: str
+    choices: tuple | None = None
+
+
+def _settings() -> list[Setting]:
+    from rnnlab.optim import OPTIMIZERS, SCHEDULES
+    from rnnlab.tasks import TASKS
+
+    return [
+        Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
+        Setting("cell", "rnn", str, "recurrent cell", ("rnn", "gru", "lstm")),
+        Setting("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)",
+                ("cudnn", "cho")),
+        Setting("activation", "tanh", str, "vanilla RNN activation", ("tanh", "sigmoid", "relu")),
+        Setting("hidden", 64, int, "hidden units per layer"),
+        Setting("layers", 1, int, "stacked recurrent layers"),
+        Setting("bias", True, _bool, "use biases"),
+        Setting("recurrent_bias", False, _bool, "a second, recurrent bias per gate as PyTorch counts them"),
+        Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
+        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1)"),
+        Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
+        Setting("lr", 1e-3, float, "initial learning rate"),
+        Setting("momentum", 0.0, float, "SGD momentum"),
+        Setting("weight_decay", 0.0, float, "L2 weight decay added to the gradients"),
+        Setting("epochs", 10, int, "training epochs"),
+        Setting("batch_size", 32, int, "sequences per update"),
+        Setting("back_steps", None, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
+        Setting("clip", None, _optional_float, "clip gradients to this global L2 norm (none = off)"),
+        Setting("clip_value", None, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
+        Setting("schedule", "constant", str, "learning-rate schedule", tuple(SCHEDULES)),
+        Setting("milestones", [20], _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
+                "by --gamma"),
+        Setting("gamma", 0.5, float, "step/exponential schedule factor"),
+        Setting("decay_start", 4, int, "exponential schedule: first epoch that decays"),
+        Setting("anneal", 0.0, float, "anneal schedule: lr0 * a / (a + epoch)"),
+        Setting("weight_noise", 0.0, float, "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
+        Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
+        Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
+    ]
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    for s in _settings():
+        flag = "--" + s.name.replace("_", "-")
+        shown = s.default if not isinstance(s.default, list) else ",".join(map(str, s.default))
+        choices = f" {{{','.join(s.choices)}}}" if s.choices else ""
+        parser.add_argument(flag, dest=s.name, default=None, metavar=s.name.upper(),
+                            help=f"{s.help}{choices} (default: {shown})")
+
+
+def _convert(setting: Setting, value: Any, where: str) -> Any:
+    try:
+        value = setting.convert(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: invalid value {value!r} for {setting.name} ({err})") from None
+    if setting.choices and value not in setting.choices:
+        raise ValueError(f"{where}: invalid value {value!r} for {setting.name}; expected one of {setting.choices}")
+    return value
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--config {path}: no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"--config {path}: not valid TOML ({err})") from None
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def resolve_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Built-in defaults < the task's study defaults < --config TOML < command-line flags."""
+    table = {s.name: s for s in _settings()}
+    from_file = _read_toml(args.config) if args.config else {}
+    unknown = sorted(set(from_file) - set(table))
+    if unknown:
+        raise ValueError(f"--config {args.config}: unknown setting(s) {unknown}; expected names from {sorted(table)}")
+    flags = {name: getattr(args, name) for name in table if getattr(args, name) is not None}
+    task = _convert(table["task"], flags.get("task", from_file.get("task", table["task"].default)), "--task")
+    from rnnlab.tasks import STUDY_DEFAULTS
+
+    task_defaults = STUDY_DEFAULTS.get(task, {})
+    settings = {}
+    for name, s in table.items():
+        if name in flags:
+            settings[name] = _convert(s, flags[name], "--" + name.replace("_", "-"))
+        elif name in from_file:
+            settings[name] = _convert(s, from_file[name], f"--config {args.config}")
+        elif name in task_defaults:
+            settings[name] = _convert(s, task_defaults[name], f"task {task}")
+        else:
+            settings[name] = s.default
+    return settings
+
+
+def _cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
+              "init_scale": settings["init_scale"]}
+    if settings["cell"] == "gru":
+        kwargs["variant"] = settings["variant"]
+    if settings["cell"] == "rnn":
+        kwargs["activation"] = settings["activation"]
+    return kwargs
+
+
+def _build(settings: dict[str, Any]):
+    from rnnlab.tasks import build_model, get_task
+
+    task = get_task(settings["task"], seed=settings["seed"])
+    model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
+                        dtype=np.dtype(settings["dtype"]), **_cell_kwargs(settings))
+    return task, model
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rnnlab.train import TrainConfig, TrainingDiverged, fit
+
+    settings = resolve_settings(args)
+    task, model = _build(settings)
+    names = {f.name for f in fields(TrainConfig)}
+    config = TrainConfig(**{k: v for k, v in settings.items() if k in names}, progress=not args.quiet)
+    out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
+    print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
+    try:
+        result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
+                     resume=args.resume, run_info={"settings": settings, "task_info": task.info})
+    except TrainingDiverged as err:
+        print(f"rnnlab train: {err}", file=sys.stderr)
+        return 1
+    shown = {k: v for k, v in result.items() if k not in ("history", "config", "run")}
+    print(json.dumps(shown, indent=2))
+    print(f"metrics: {out / 'metrics.csv'}  result: {out / 'result.json'}", file=sys.stderr)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from rnnlab.train import evaluate, load_checkpoint, load_params
+
+    arrays, meta = load_checkpoint(args.checkpoint)
+    settings = meta.get("run", {}).get("settings")
+    if not settings:
+        raise ValueError(f"checkpoint {args.checkpoint}: no run settings recorded; cannot rebuild the model")
+    task, model = _build(settings)
+    has_best = any(k.startswith("best/") for k in arrays)
+    which = "best" if has_best and not args.last else "param"
+    load_params(model, arrays, which, args.checkpoint)
+    batch_size = meta["config"]["batch_size"]
+    metrics: dict[str, Any] = {"checkpoint": str(args.checkpoint), "parameters": "best-dev" if which == "best" else
+                               "last epoch", "epoch": meta["progress"]["epoch"], "num_params": model.num_params()}
+    for split in ("train", "dev", "test") if args.split == "all" else (args.split,):
+        if split in task.splits:
+            metrics.update(evaluate(model, task.splits[split], batch_size, split))
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnlab",
@@ -65,12 +263,36 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--budget", type=int, default=600, help="parameter budget shared by the three cells")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
     demo.set_defaults(run=_demo)
+
+    train = sub.add_parser("train", help="train one model on one task",
+                           description="Train one model on one task. Settings come from the built-in defaults "
+                           "shown below, overridden by the settings of the task's study (mean-sign: S5's 2-layer "
+                           "RNN-64, 50 epochs, step schedule), then by --config FILE (TOML, same names with _ or -), "
+                           "then by the flags.")
+    train.add_argument("--config", metavar="FILE", help="TOML file with any of the settings below (default: none)")
+    _add_settings(train)
+    train.add_argument("--out", metavar="DIR",
+                       help="output directory (default: runs/TASK-CELL-hHIDDEN-sSEED)")
+    train.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.npz (default: off)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress bar (default: off)")
+    train.set_defaults(run=_train)
+
+    ev = sub.add_parser("evaluate", help="evaluate a checkpoint on its task",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ev.add_argument("--checkpoint", required=True, metavar="FILE", help="checkpoint.npz written by rnnlab train")
+    ev.add_argument("--split", choices=("train", "dev", "test", "all"), default="all", help="which split")
+    ev.add_argument("--last", action="store_true", help="use the last epoch's parameters, not the best-dev ones")
+    ev.set_defaults(run=_evaluate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as err:
+        parser.exit(2, f"rnnlab {args.command}: error: {err}\n")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ Padded steps count as steps for ``back_steps``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,42 @@ def check_mask(mask: Any, T: int, B: int, dtype) -> Array | None:
     if not np.all((m == 0) | (m == 1)):
         raise ValueError("mask: expected only 0/1 (or False/True) entries")
     return m.astype(dtype)[:, :, None]
+
+
+class ParamView(MutableMapping):
+    """A live view of several modules' parameters under the names ``"{prefix}.{name}"``.
+
+    Reading or writing ``view["0.W_h"]`` reads or writes ``children["0"].params["W_h"]``, so a
+    composite (a Stack, a model) exposes one flat dict without copying anything.
+    """
+
+    def __init__(self, children: dict) -> None:
+        self._children = children
+
+    def _split(self, key: str):
+        for prefix, child in self._children.items():
+            if key.startswith(prefix + ".") and key[len(prefix) + 1:] in child.params:
+                return child.params, key[len(prefix) + 1:]
+        raise KeyError(key)
+
+    def __getitem__(self, key: str) -> Array:
+        params, name = self._split(key)
+        return params[name]
+
+    def __setitem__(self, key: str, value: Array) -> None:
+        params, name = self._split(key)
+        params[name] = value
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("parameters cannot be removed from a module")
+
+    def __iter__(self) -> Iterator[str]:
+        for prefix, child in self._children.items():
+            for name in child.params:
+                yield f"{prefix}.{name}"
+
+    def __len__(self) -> int:
+        return sum(len(child.params) for child in self._children.values())
 
 
 @dataclass

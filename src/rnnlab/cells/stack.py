@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import numpy as np
 
-from rnnlab.cells.base import Cache, Cell, check_positive_int
+from rnnlab.cells.base import Cache, Cell, ParamView, check_positive_int
 from rnnlab.cells.gru import GRU
 from rnnlab.cells.lstm import LSTM
 from rnnlab.cells.rnn import RNN
@@ -20,38 +19,6 @@ def make_cell(cell: str, input_size: int, hidden_size: int, **kwargs: Any) -> Ce
     if cell not in CELLS:
         raise ValueError(f"cell: unknown cell {cell!r}; expected one of {tuple(CELLS)}")
     return CELLS[cell](input_size, hidden_size, **kwargs)
-
-
-class _LayerParams(MutableMapping):
-    """A live view of the layers' parameters under the names ``"{layer}.{name}"``."""
-
-    def __init__(self, layers: list[Cell]) -> None:
-        self._layers = layers
-
-    def _split(self, key: str) -> tuple[dict, str]:
-        layer, _, name = key.partition(".")
-        if not layer.isdigit() or int(layer) >= len(self._layers) or name not in self._layers[int(layer)].params:
-            raise KeyError(key)
-        return self._layers[int(layer)].params, name
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        params, name = self._split(key)
-        return params[name]
-
-    def __setitem__(self, key: str, value: np.ndarray) -> None:
-        params, name = self._split(key)
-        params[name] = value
-
-    def __delitem__(self, key: str) -> None:
-        raise TypeError("a Stack's parameters cannot be removed")
-
-    def __iter__(self) -> Iterator[str]:
-        for i, layer in enumerate(self._layers):
-            for name in layer.params:
-                yield f"{i}.{name}"
-
-    def __len__(self) -> int:
-        return sum(len(layer.params) for layer in self._layers)
 
 
 class Stack:
@@ -77,7 +44,7 @@ class Stack:
                     f"has hidden_size {layers[i - 1].hidden_size}"
                 )
         self.layers = list(layers)
-        self.params = _LayerParams(self.layers)
+        self.params = ParamView({str(i): layer for i, layer in enumerate(self.layers)})
 
     @classmethod
     def build(

@@ -1,0 +1,269 @@
+"""Optimizers, gradient clipping and learning-rate schedules.
+
+Optimizers update a mapping of parameter arrays *in place* (so a model's live parameter views
+see the change) and follow PyTorch's textbook updates, with g = grad + weight_decay · p:
+
+- SGD:      v ← μ v + g;  p ← p − lr v                     (μ = 0: plain SGD)
+- RMSProp:  s ← α s + (1 − α) g²;  p ← p − lr g / (√s + ε)
+- Adam:     m ← β₁ m + (1 − β₁) g;  v ← β₂ v + (1 − β₂) g²;
+            p ← p − lr (m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
+- Adagrad:  s ← s + g²;  p ← p − lr g / (√s + ε)
+
+Every optimizer and schedule has ``state_dict()`` / ``load_state_dict()`` made of plain arrays
+and numbers, so checkpoints need no pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+
+import numpy as np
+
+Params = MutableMapping[str, np.ndarray]
+Grads = Mapping[str, np.ndarray]
+
+
+class Optimizer:
+    slots: tuple[str, ...] = ()
+
+    def __init__(self, params: Params, lr: float, weight_decay: float = 0.0) -> None:
+        if not lr > 0:
+            raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay: expected >= 0, got {weight_decay!r}")
+        self.params = params
+        self.lr = float(lr)
+        self.weight_decay = float(weight_decay)
+        self.steps = 0
+        self.state = {slot: {name: np.zeros_like(p) for name, p in params.items()} for slot in self.slots}
+
+    def step(self, grads: Grads) -> None:
+        self.steps += 1
+        for name, p in self.params.items():
+            g = grads[name]
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            p -= self.delta(name, g).astype(p.dtype, copy=False)
+
+    def delta(self, name: str, g: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        out = {f"{slot}/{name}": a for slot, arrays in self.state.items() for name, a in arrays.items()}
+        out["steps"] = np.array(self.steps)
+        out["lr"] = np.array(self.lr)
+        return out
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
+        for slot, arrays in self.state.items():
+            for name in arrays:
+                arrays[name][...] = state[f"{slot}/{name}"]
+        self.steps = int(state["steps"])
+        self.lr = float(state["lr"])
+
+
+class SGD(Optimizer):
+    slots = ("velocity",)
+
+    def __init__(self, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum: expected a value in [0, 1), got {momentum!r}")
+        self.momentum = momentum
+        super().__init__(params, lr, weight_decay)
+
+    def delta(self, name, g):
+        if not self.momentum:
+            return self.lr * g
+        v = self.state["velocity"][name]
+        v *= self.momentum
+        v += g
+        return self.lr * v
+
+
+class RMSProp(Optimizer):
+    slots = ("square_avg",)
+
+    def __init__(self, params: Params, lr: float, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
+        self.alpha, self.eps = alpha, eps
+        super().__init__(params, lr, weight_decay)
+
+    def delta(self, name, g):
+        s = self.state["square_avg"][name]
+        s *= self.alpha
+        s += (1 - self.alpha) * g * g
+        return self.lr * g / (np.sqrt(s) + self.eps)
+
+
+class Adam(Optimizer):
+    slots = ("m", "v")
+
+    def __init__(self, params: Params, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
+        self.betas, self.eps = betas, eps
+        super().__init__(params, lr, weight_decay)
+
+    def delta(self, name, g):
+        b1, b2 = self.betas
+        m, v = self.state["m"][name], self.state["v"][name]
+        m *= b1
+        m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * g * g
+        m_hat = m / (1 - b1**self.steps)
+        v_hat = v / (1 - b2**self.steps)
+        return self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+
+class Adagrad(Optimizer):
+    slots = ("sum",)
+
+    def __init__(self, params: Params, lr: float, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+        self.eps = eps
+        super().__init__(params, lr, weight_decay)
+
+    def delta(self, name, g):
+        s = self.state["sum"][name]
+        s += g * g
+        return self.lr * g / (np.sqrt(s) + self.eps)
+
+
+OPTIMIZERS = {"sgd": SGD, "rmsprop": RMSProp, "adam": Adam, "adagrad": Adagrad}
+
+
+def make_optimizer(name: str, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer: unknown optimizer {name!r}; expected one of {tuple(OPTIMIZERS)}")
+    if name == "sgd":
+        return SGD(params, lr, momentum=momentum, weight_decay=weight_decay)
+    return OPTIMIZERS[name](params, lr, weight_decay=weight_decay)
+
+
+# -- clipping ---------------------------------------------------------------------------------
+
+
+def global_norm(grads: Grads) -> float:
+    return float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+
+
+def clip_global_norm(grads: Grads, max_norm: float) -> tuple[dict[str, np.ndarray], float]:
+    """Scale all gradients together so their joint L2 norm is at most ``max_norm``; returns the
+    clipped gradients and the norm before clipping."""
+    norm = global_norm(grads)
+    scale = max_norm / norm if norm > max_norm else 1.0
+    return {k: g * scale if scale != 1.0 else g for k, g in grads.items()}, norm
+
+
+def clip_value(grads: Grads, limit: float) -> dict[str, np.ndarray]:
+    """Clip every gradient coefficient to [−limit, limit]."""
+    return {k: np.clip(g, -limit, limit) for k, g in grads.items()}
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+
+class Schedule:
+    """Sets the learning rate for each epoch. ``lr_for(epoch)`` is called before an epoch
+    (epochs count from 0); ``observe(train_loss, dev_loss)`` after it, for the adaptive ones."""
+
+    def __init__(self, lr0: float) -> None:
+        self.lr0 = float(lr0)
+        self.lr = float(lr0)
+
+    def lr_for(self, epoch: int) -> float:
+        return self.lr
+
+    def observe(self, train_loss: float, dev_loss: float | None) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, float]:
+        return {k: v for k, v in vars(self).items() if isinstance(v, (int, float)) or v is None}
+
+    def load_state_dict(self, state: Mapping[str, float]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
+
+class Constant(Schedule):
+    pass
+
+
+class StepDecay(Schedule):
+    """lr0 · gamma^(number of milestones passed): S5 halves at epoch 20 (milestones=(20,))."""
+
+    def __init__(self, lr0: float, milestones: tuple[int, ...] = (20,), gamma: float = 0.5) -> None:
+        super().__init__(lr0)
+        self.milestones, self.gamma = tuple(milestones), gamma
+
+    def lr_for(self, epoch):
+        self.lr = self.lr0 * self.gamma ** sum(epoch >= m for m in self.milestones)
+        return self.lr
+
+
+class Anneal(Schedule):
+    """The coursework's lr0 · a / (a + epoch) (S4); a = 0 keeps lr0."""
+
+    def __init__(self, lr0: float, a: float = 0.0) -> None:
+        super().__init__(lr0)
+        self.a = a
+
+    def lr_for(self, epoch):
+        self.lr = self.lr0 if self.a == 0 else self.lr0 * self.a / (self.a + epoch)
+        return self.lr
+
+
+class ExponentialAfter(Schedule):
+    """lr0 · gamma^max(0, epoch − start + 1): Zaremba's ×0.5 per epoch after epoch 4 is
+    gamma=0.5, start=4 (epochs counted from 0)."""
+
+    def __init__(self, lr0: float, gamma: float = 0.5, start: int = 4) -> None:
+        super().__init__(lr0)
+        self.gamma, self.start = gamma, start
+
+    def lr_for(self, epoch):
+        self.lr = self.lr0 * self.gamma ** max(0, epoch - self.start + 1)
+        return self.lr
+
+
+class HalveOnRise(Schedule):
+    """Halve the rate when an epoch's mean training loss is higher than the previous one (S2)."""
+
+    def __init__(self, lr0: float) -> None:
+        super().__init__(lr0)
+        self.previous: float | None = None
+
+    def observe(self, train_loss, dev_loss):
+        if self.previous is not None and train_loss > self.previous:
+            self.lr *= 0.5
+        self.previous = train_loss
+
+
+class ReduceOnPlateau(Schedule):
+    """Multiply the rate by ``factor`` after ``patience`` epochs without a dev-loss improvement
+    of at least ``min_delta`` (the training loss when there is no dev set)."""
+
+    def __init__(self, lr0: float, factor: float = 0.5, patience: int = 2, min_delta: float = 1e-4) -> None:
+        super().__init__(lr0)
+        self.factor, self.patience, self.min_delta = factor, patience, min_delta
+        self.best: float | None = None
+        self.bad_epochs = 0
+
+    def observe(self, train_loss, dev_loss):
+        value = train_loss if dev_loss is None else dev_loss
+        if self.best is None or value < self.best - self.min_delta:
+            self.best, self.bad_epochs = value, 0
+        else:
+            self.bad_epochs += 1
+            if self.bad_epochs >= self.patience:
+                self.lr *= self.factor
+                self.bad_epochs = 0
+
+
+SCHEDULES = {"constant": Constant, "step": StepDecay, "anneal": Anneal, "exponential": ExponentialAfter,
+             "halve-on-rise": HalveOnRise, "plateau": ReduceOnPlateau}
+
+
+def make_schedule(name: str, lr0: float, **kwargs) -> Schedule:
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule: unknown schedule {name!r}; expected one of {tuple(SCHEDULES)}")
+    return SCHEDULES[name](lr0, **kwargs)
