@@ -6,8 +6,9 @@ generated from a seed, so the same seed gives the same data on every machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

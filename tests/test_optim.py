@@ -1,0 +1,133 @@
+"""Each optimizer, clipping rule and schedule against its textbook update, computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rnnlab.optim import (
+    SGD,
+    Adagrad,
+    Adam,
+    Anneal,
+    ExponentialAfter,
+    HalveOnRise,
+    ReduceOnPlateau,
+    RMSProp,
+    StepDecay,
+    clip_global_norm,
+    clip_value,
+    make_optimizer,
+    make_schedule,
+)
+
+G1, G2 = np.array([0.5, -1.0]), np.array([0.25, 2.0])
+
+
+def two_steps(opt):
+    p = opt.params["w"]
+    opt.step({"w": G1})
+    first = p.copy()
+    opt.step({"w": G2})
+    return first, p.copy()
+
+
+def test_sgd_plain_and_momentum():
+    first, second = two_steps(SGD({"w": np.array([1.0, 2.0])}, lr=0.1))
+    np.testing.assert_allclose(first, [1 - 0.05, 2 + 0.1])
+    np.testing.assert_allclose(second, [0.95 - 0.025, 2.1 - 0.2])
+    first, second = two_steps(SGD({"w": np.array([1.0, 2.0])}, lr=0.1, momentum=0.9))
+    v1 = G1
+    v2 = 0.9 * v1 + G2
+    np.testing.assert_allclose(first, np.array([1.0, 2.0]) - 0.1 * v1)
+    np.testing.assert_allclose(second, first - 0.1 * v2)
+
+
+def test_rmsprop():
+    first, second = two_steps(RMSProp({"w": np.array([1.0, 2.0])}, lr=0.01, alpha=0.9, eps=1e-8))
+    s1 = 0.1 * G1**2
+    s2 = 0.9 * s1 + 0.1 * G2**2
+    np.testing.assert_allclose(first, np.array([1.0, 2.0]) - 0.01 * G1 / (np.sqrt(s1) + 1e-8))
+    np.testing.assert_allclose(second, first - 0.01 * G2 / (np.sqrt(s2) + 1e-8))
+
+
+def test_adam_with_bias_correction():
+    first, second = two_steps(Adam({"w": np.array([1.0, 2.0])}, lr=0.01))
+    # after one step Adam moves every coordinate by lr (m̂ = g, v̂ = g²)
+    np.testing.assert_allclose(first, np.array([1.0, 2.0]) - 0.01 * np.sign(G1), rtol=1e-6)
+    m = 0.9 * 0.1 * G1 + 0.1 * G2
+    v = 0.999 * 0.001 * G1**2 + 0.001 * G2**2
+    step = 0.01 * (m / (1 - 0.9**2)) / (np.sqrt(v / (1 - 0.999**2)) + 1e-8)
+    np.testing.assert_allclose(second, first - step)
+
+
+def test_adagrad():
+    first, second = two_steps(Adagrad({"w": np.array([1.0, 2.0])}, lr=0.5))
+    np.testing.assert_allclose(first, np.array([1.0, 2.0]) - 0.5 * np.sign(G1), rtol=1e-8)
+    np.testing.assert_allclose(second, first - 0.5 * G2 / np.sqrt(G1**2 + G2**2), rtol=1e-8)
+
+
+def test_weight_decay_is_added_to_the_gradient():
+    opt = SGD({"w": np.array([1.0, -2.0])}, lr=0.1, weight_decay=0.5)
+    opt.step({"w": np.zeros(2)})
+    np.testing.assert_allclose(opt.params["w"], [1 - 0.05, -2 + 0.1])
+
+
+def test_optimizers_minimise_a_quadratic_and_round_trip_their_state():
+    target = np.array([3.0, -1.0])
+    for name, lr in (("sgd", 0.1), ("rmsprop", 0.01), ("adam", 0.05), ("adagrad", 0.5)):
+        params = {"w": np.zeros(2)}
+        opt = make_optimizer(name, params, lr, momentum=0.5 if name == "sgd" else 0.0)
+        for _ in range(1500):
+            opt.step({"w": params["w"] - target})
+        np.testing.assert_allclose(params["w"], target, atol=0.05, err_msg=name)
+        twin = make_optimizer(name, {"w": params["w"].copy()}, lr)
+        twin.load_state_dict(opt.state_dict())
+        opt.step({"w": G1})
+        twin.step({"w": G1})
+        np.testing.assert_array_equal(params["w"], twin.params["w"])
+
+
+def test_bad_optimizer_settings_name_the_argument():
+    with pytest.raises(ValueError, match="optimizer"):
+        make_optimizer("lbfgs", {"w": np.zeros(1)}, 0.1)
+    with pytest.raises(ValueError, match="lr"):
+        SGD({"w": np.zeros(1)}, lr=0)
+    with pytest.raises(ValueError, match="momentum"):
+        SGD({"w": np.zeros(1)}, lr=0.1, momentum=1.5)
+    with pytest.raises(ValueError, match="schedule"):
+        make_schedule("cosine", 0.1)
+
+
+def test_clipping():
+    grads = {"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}
+    clipped, norm = clip_global_norm(grads, 1.0)
+    assert norm == 5.0
+    np.testing.assert_allclose(clipped["a"], [0.6, 0.0])
+    np.testing.assert_allclose(clipped["b"], [[0.8]])
+    unchanged, _ = clip_global_norm(grads, 10.0)
+    assert unchanged["a"] is grads["a"]
+    np.testing.assert_array_equal(clip_value(grads, 3.5)["b"], [[3.5]])
+
+
+def test_schedules():
+    step = StepDecay(1.0, milestones=(20,), gamma=0.5)
+    assert [step.lr_for(e) for e in (0, 19, 20, 49)] == [1.0, 1.0, 0.5, 0.5]
+    anneal = Anneal(0.8, a=2)
+    assert [anneal.lr_for(e) for e in (0, 1, 2)] == pytest.approx([0.8, 0.8 * 2 / 3, 0.4])
+    assert Anneal(0.5, a=0).lr_for(7) == 0.5
+    zaremba = ExponentialAfter(1.0, gamma=0.5, start=4)  # epochs 1-4 at lr 1, then halved per epoch
+    assert [zaremba.lr_for(e) for e in range(7)] == [1, 1, 1, 1, 0.5, 0.25, 0.125]
+    halve = HalveOnRise(0.1)
+    for loss in (1.0, 0.9, 0.95, 0.96, 0.5):
+        halve.observe(loss, None)
+    assert math.isclose(halve.lr_for(5), 0.025)
+    plateau = ReduceOnPlateau(1.0, factor=0.1, patience=2)
+    for dev in (1.0, 0.9, 0.95, 0.91, 0.92, 0.93):
+        plateau.observe(0.0, dev)
+    assert plateau.lr_for(0) == pytest.approx(0.01)
+    twin = ReduceOnPlateau(1.0, factor=0.1, patience=2)
+    twin.load_state_dict(plateau.state_dict())
+    assert (twin.lr, twin.best, twin.bad_epochs) == (plateau.lr, plateau.best, plateau.bad_epochs)

@@ -1,0 +1,281 @@
+"""The training engine: model gradients per head, data containers, trainer, checkpoints, resume,
+divergence, and the command line through the real entry point."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rnnlab
+from rnnlab.models import Batch, RecurrentModel
+from rnnlab.train import (
+    SequenceData,
+    StreamData,
+    TrainConfig,
+    TrainingDiverged,
+    evaluate,
+    fit,
+    load_checkpoint,
+)
+
+RNNLAB = [sys.executable, "-m", "rnnlab.cli"]
+TIMING = {"seconds", "sequences_per_second", "seconds_total"}
+
+
+# -- models ---------------------------------------------------------------------------------
+
+HEAD_CASES = {
+    "last-dense": dict(head="last", inputs="dense"),
+    "mean-dense": dict(head="mean", inputs="dense"),
+    "steps-embedding": dict(head="steps", inputs="embedding"),
+    "steps-onehot-squared": dict(head="steps", inputs="one_hot", loss="squared_error"),
+    "multilabel": dict(head="multilabel", inputs="dense"),
+}
+
+
+def _batch(case, rng, T=4, B=3, I=5, O=4):
+    mask = (np.arange(T)[:, None] < np.array([T, 2, 3])[None]).astype(float)
+    x = rng.integers(0, I, size=(T, B)) if case["inputs"] != "dense" else rng.normal(size=(T, B, I))
+    if case["head"] in ("last", "mean"):
+        y = rng.integers(0, O, size=B)
+    elif case["head"] == "steps":
+        y = rng.integers(0, O, size=(T, B))
+    else:
+        y = rng.integers(0, 2, size=(T, B, O)).astype(float)
+    return Batch(x, y, mask)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("case", list(HEAD_CASES))
+def test_model_gradients_match_finite_differences(case, cell):
+    spec = HEAD_CASES[case]
+    rng = np.random.default_rng(0)
+    model = RecurrentModel(cell, 5, 3, 4, num_layers=2, head=spec["head"], loss=spec.get("loss"),
+                           vocab_size=5 if spec["inputs"] == "embedding" else None,
+                           one_hot=spec["inputs"] == "one_hot", seed=1, dtype=np.float64)
+    batch = _batch(spec, rng)
+    loss, grads, stats, _ = model.loss_and_grads(batch)
+    assert stats.loss_sum / stats.count == pytest.approx(loss)
+
+    def f(arrays):
+        for k in model.params:
+            model.params[k][...] = arrays[k]
+        return model.loss_and_grads(batch)[0]
+
+    original = {k: v.copy() for k, v in model.params.items()}
+    result = rnnlab.gradcheck(f, original, grads)
+    assert result.passed(1e-6), str(result)
+
+
+def test_stream_state_is_carried_between_chunks():
+    """Evaluating a stream in chunks of 3 with carried state equals one pass over the whole stream."""
+    tokens = np.random.default_rng(0).integers(0, 6, size=61)
+    model = RecurrentModel("lstm", 4, 5, 6, head="steps", vocab_size=6, seed=0, dtype=np.float64)
+    chunked = evaluate(model, StreamData(tokens, batch_size=2, bptt=3), batch_size=2)
+    whole = evaluate(model, StreamData(tokens, batch_size=2, bptt=1000), batch_size=2)
+    assert chunked["eval_loss"] == pytest.approx(whole["eval_loss"], rel=1e-12)
+    assert "eval_perplexity" in chunked
+
+
+def test_sequence_batches_cover_every_sequence_once_with_masks():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 9, size=53)
+    data = SequenceData([np.full((n, 1), i, float) for i, n in enumerate(lengths)], np.arange(53))
+    seen = []
+    for batch in data.batches(8, np.random.default_rng(1)):
+        assert batch.size <= 8
+        mask = np.ones(batch.x.shape[:2]) if batch.mask is None else batch.mask
+        np.testing.assert_array_equal(mask.sum(0), lengths[batch.y])
+        seen += list(batch.y)
+    assert sorted(seen) == list(range(53))
+    with pytest.raises(ValueError, match="targets: expected one per sequence"):
+        SequenceData([np.zeros((2, 1))], [0, 1])
+
+
+# -- trainer --------------------------------------------------------------------------------
+
+
+def _toy_task(seed=0, n=200):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6, 3))
+    y = (x[:, :, 0].sum(1) > 0).astype(int)
+    return SequenceData(list(x[: n // 2]), y[: n // 2]), SequenceData(list(x[n // 2:]), y[n // 2:])
+
+
+def test_fit_writes_metrics_checkpoint_and_result(tmp_path):
+    train, dev = _toy_task()
+    model = RecurrentModel("gru", 3, 8, 2, seed=0)
+    config = TrainConfig(epochs=4, batch_size=16, lr=0.01, progress=False)
+    result = fit(model, train, dev, dev, config, tmp_path)
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4]
+    assert {"train_loss", "train_accuracy", "dev_loss", "dev_accuracy", "seconds", "sequences_per_second"} <= set(rows[0])
+    saved = json.loads((tmp_path / "result.json").read_text())
+    for key in ("config", "num_params", "best_epoch", "train_accuracy", "dev_accuracy", "test_accuracy", "test_loss"):
+        assert key in saved
+    assert saved["num_params"] == model.num_params()
+    assert float(rows[-1]["train_loss"]) < float(rows[0]["train_loss"])
+    arrays, meta = load_checkpoint(tmp_path / "checkpoint.npz")
+    assert meta["progress"]["epoch"] == 4 and "param/rnn.0.W_h" in arrays and "opt/m/out.W" in arrays
+
+
+def test_best_dev_parameters_are_restored_and_early_stopping(tmp_path):
+    train, dev = _toy_task()
+    model = RecurrentModel("rnn", 3, 8, 2, seed=0)
+    # a rate this high makes the dev loss bounce; early stopping must end the run
+    config = TrainConfig(optimizer="sgd", lr=3.0, epochs=30, batch_size=10, early_stopping=2, progress=False)
+    result = fit(model, train, dev, None, config, tmp_path)
+    assert result["stopped_early"] and result["epochs_run"] < 30
+    best_row = result["history"][result["best_epoch"] - 1]
+    assert result["dev_loss"] == pytest.approx(best_row["dev_loss"], rel=1e-6)
+
+
+def test_divergence_names_epoch_batch_and_parameter_and_keeps_the_last_good_checkpoint(tmp_path):
+    train, dev = _toy_task()
+    model = RecurrentModel("rnn", 3, 8, 2, seed=0)
+    real = model.loss_and_grads
+    calls = {"n": 0}
+
+    def poisoned(batch, h0=None, back_steps=None):
+        calls["n"] += 1
+        loss, grads, stats, state = real(batch, h0, back_steps)
+        if calls["n"] == 10 + 3:  # epoch 2 (10 batches per epoch), batch 3
+            grads["rnn.0.W_h"] = grads["rnn.0.W_h"] * np.nan
+        return loss, grads, stats, state
+
+    model.loss_and_grads = poisoned
+    with pytest.raises(TrainingDiverged, match=r"epoch 2, batch 3: the gradient of parameter 'rnn.0.W_h'"):
+        fit(model, train, dev, None, TrainConfig(epochs=5, batch_size=10, progress=False), tmp_path)
+    arrays, meta = load_checkpoint(tmp_path / "checkpoint.npz")
+    assert meta["progress"]["epoch"] == 1
+    assert all(np.isfinite(v).all() for v in arrays.values())
+
+
+def test_weight_noise_changes_gradients_but_not_the_clean_weights_between_batches(tmp_path):
+    train, dev = _toy_task()
+    runs = []
+    for noise in (0.0, 0.075):
+        model = RecurrentModel("lstm", 3, 6, 2, seed=0)
+        fit(model, train, None, None, TrainConfig(epochs=1, batch_size=20, weight_noise=noise, progress=False))
+        runs.append({k: v.copy() for k, v in model.params.items()})
+    assert not np.allclose(runs[0]["rnn.0.W_h"], runs[1]["rnn.0.W_h"])
+    # noise is removed after each gradient: the weights stay near the noiseless run, not 0.075 away
+    assert np.abs(runs[0]["rnn.0.W_h"] - runs[1]["rnn.0.W_h"]).mean() < 0.05
+
+
+def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):
+    bad = tmp_path / "checkpoint.npz"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ValueError, match=f"checkpoint {bad}: not a readable rnnlab checkpoint"):
+        load_checkpoint(bad)
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def run_cli(*args, env=None, check=True):
+    proc = subprocess.run(RNNLAB + list(args), capture_output=True, text=True, env=env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rnnlab {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def _single_thread_env():
+    # same BLAS thread count in both runs, so the floating-point sums happen in the same order
+    return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+TRAIN_ARGS = ["train", "--task", "mean-sign", "--hidden", "32", "--layers", "2", "--epochs", "6", "--quiet"]
+
+
+def _non_timing_rows(path: Path):
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(open(path))]
+
+
+def test_resume_after_sigkill_is_bit_for_bit(tmp_path):
+    env = _single_thread_env()
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    run_cli(*TRAIN_ARGS, "--out", str(straight), env=env)
+
+    proc = subprocess.Popen(RNNLAB + TRAIN_ARGS + ["--out", str(killed)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (killed / "checkpoint.npz").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    time.sleep(0.05)  # somewhere inside a later epoch
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _, meta = load_checkpoint(killed / "checkpoint.npz")
+    assert 1 <= meta["progress"]["epoch"] < 6, "the run was not interrupted mid-training"
+
+    run_cli(*TRAIN_ARGS, "--out", str(killed), "--resume", env=env)
+    a, _ = load_checkpoint(straight / "checkpoint.npz")
+    b, _ = load_checkpoint(killed / "checkpoint.npz")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+    assert _non_timing_rows(straight / "metrics.csv") == _non_timing_rows(killed / "metrics.csv")
+    ra, rb = (json.loads((d / "result.json").read_text()) for d in (straight, killed))
+    for key in ra:
+        if key not in TIMING and key != "history":
+            assert ra[key] == rb[key], key
+
+
+def test_cli_divergence_exits_non_zero_with_a_message(tmp_path):
+    proc = run_cli("train", "--task", "mean-sign", "--layers", "1", "--hidden", "16", "--activation", "relu",
+                   "--optimizer", "sgd", "--lr", "1e30", "--epochs", "2", "--quiet", "--out", str(tmp_path),
+                   check=False)
+    assert proc.returncode == 1
+    assert "training diverged at epoch 1, batch" in proc.stderr and "NaN or Inf" in proc.stderr
+
+
+def test_cli_help_explains_every_option_with_its_default():
+    out = run_cli("train", "--help").stdout
+    for flag in ("--task", "--cell", "--variant", "--activation", "--hidden", "--layers", "--optimizer", "--lr",
+                 "--epochs", "--batch-size", "--back-steps", "--clip", "--seed", "--out", "--resume", "--config"):
+        assert flag in out
+    assert out.count("(default:") >= 25
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--bogus", "3"], "unrecognized arguments: --bogus"),
+        (["train", "--cell", "transformer"], "--cell: invalid value 'transformer'"),
+        (["train", "--hidden", "many"], "--hidden: invalid value 'many'"),
+        (["train", "--task", "imagenet"], "--task: invalid value 'imagenet'"),
+        (["train", "--optimizer", "lbfgs"], "--optimizer: invalid value 'lbfgs'"),
+        (["evaluate", "--checkpoint", "/nonexistent/checkpoint.npz"], "checkpoint /nonexistent/checkpoint.npz: no such"),
+    ],
+)
+def test_cli_rejects_bad_options_by_name(args, message):
+    proc = run_cli(*args, check=False)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_cli_config_file_and_evaluate(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('cell = "gru"\nhidden = 8\nlayers = 1\nepochs = 2\nbatch-size = 64\nvariant = "cho"\n')
+    proc = run_cli("train", "--config", str(config), "--epochs", "1", "--quiet", "--out", str(tmp_path / "run"))
+    result = json.loads(proc.stdout)
+    assert result["epochs_run"] == 1  # the flag overrides the file
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert saved["config"]["batch_size"] == 64 and saved["run"]["settings"]["variant"] == "cho"
+    assert saved["num_params"] == rnnlab.count_params("gru", input_size=10, hidden_size=8, output_size=2,
+                                                      variant="cho", recurrent_bias=True)
+    evaluated = json.loads(run_cli("evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.npz")).stdout)
+    assert evaluated["test_accuracy"] == pytest.approx(saved["test_accuracy"])
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("hiden = 3\n")
+    proc = run_cli("train", "--config", str(bad), check=False)
+    assert proc.returncode == 2 and "unknown setting(s) ['hiden']" in proc.stderr
