@@ -116,9 +116,11 @@ def test_fit_writes_metrics_checkpoint_and_result(tmp_path):
     model = RecurrentModel("gru", 3, 8, 2, seed=0)
     config = TrainConfig(epochs=4, batch_size=16, lr=0.01, progress=False)
     result = fit(model, train, dev, dev, config, tmp_path)
+    assert result["epochs_run"] == 4
     rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4]
-    assert {"train_loss", "train_accuracy", "dev_loss", "dev_accuracy", "seconds", "sequences_per_second"} <= set(rows[0])
+    expected = {"train_loss", "train_accuracy", "dev_loss", "dev_accuracy", "seconds", "sequences_per_second"}
+    assert expected <= set(rows[0])
     saved = json.loads((tmp_path / "result.json").read_text())
     for key in ("config", "num_params", "best_epoch", "train_accuracy", "dev_accuracy", "test_accuracy", "test_loss"):
         assert key in saved
@@ -254,7 +256,7 @@ def test_cli_help_explains_every_option_with_its_default():
         (["train", "--hidden", "many"], "--hidden: invalid value 'many'"),
         (["train", "--task", "imagenet"], "--task: invalid value 'imagenet'"),
         (["train", "--optimizer", "lbfgs"], "--optimizer: invalid value 'lbfgs'"),
-        (["evaluate", "--checkpoint", "/nonexistent/checkpoint.npz"], "checkpoint /nonexistent/checkpoint.npz: no such"),
+        (["evaluate", "--checkpoint", "/nonexistent/ckpt.npz"], "checkpoint /nonexistent/ckpt.npz: no such"),
     ],
 )
 def test_cli_rejects_bad_options_by_name(args, message):
