@@ -80,8 +80,8 @@ def test_stream_state_is_carried_between_chunks():
     """Evaluating a stream in chunks of 3 with carried state equals one pass over the whole stream."""
     tokens = np.random.default_rng(0).integers(0, 6, size=61)
     model = RecurrentModel("lstm", 4, 5, 6, head="steps", vocab_size=6, seed=0, dtype=np.float64)
-    chunked = evaluate(model, StreamData(tokens, batch_size=2, bptt=3), batch_size=2)
-    whole = evaluate(model, StreamData(tokens, batch_size=2, bptt=1000), batch_size=2)
+    chunked = evaluate(model, StreamData(tokens, bptt=3), batch_size=2)
+    whole = evaluate(model, StreamData(tokens, bptt=1000), batch_size=2)
     assert chunked["eval_loss"] == pytest.approx(whole["eval_loss"], rel=1e-12)
     assert "eval_perplexity" in chunked
 

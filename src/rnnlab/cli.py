@@ -94,8 +94,8 @@ class Setting:
 
 
 def _settings() -> list[Setting]:
+    from rnnlab.data.tasks import TASKS
     from rnnlab.optim import OPTIMIZERS, SCHEDULES
-    from rnnlab.tasks import TASKS
 
     return [
         Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
@@ -174,7 +174,7 @@ def resolve_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--config {args.config}: unknown setting(s) {unknown}; expected names from {sorted(table)}")
     flags = {name: getattr(args, name) for name in table if getattr(args, name) is not None}
     task = _convert(table["task"], flags.get("task", from_file.get("task", table["task"].default)), "--task")
-    from rnnlab.tasks import STUDY_DEFAULTS
+    from rnnlab.data.tasks import STUDY_DEFAULTS
 
     task_defaults = STUDY_DEFAULTS.get(task, {})
     settings = {}
@@ -201,7 +201,7 @@ def _cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build(settings: dict[str, Any]):
-    from rnnlab.tasks import build_model, get_task
+    from rnnlab.data.tasks import build_model, get_task
 
     task = get_task(settings["task"], seed=settings["seed"])
     model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
@@ -220,7 +220,8 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
-                     resume=args.resume, run_info={"settings": settings, "task_info": task.info})
+                     resume=args.resume, run_info={"settings": settings, "task_info": _jsonable(task.info)},
+                     extra_metrics=task.extra_metrics)
     except TrainingDiverged as err:
         print(f"rnnlab train: {err}", file=sys.stderr)
         return 1
@@ -228,6 +229,16 @@ def _train(args: argparse.Namespace) -> int:
     print(json.dumps(shown, indent=2))
     print(f"metrics: {out / 'metrics.csv'}  result: {out / 'result.json'}", file=sys.stderr)
     return 0
+
+
+def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
+    """Task facts small enough for result.json (long per-item lists are left out)."""
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, (list, dict)) and len(json.dumps(v, default=float)) > 2000:
+            continue
+        out[k] = json.loads(json.dumps(v, default=float))
+    return out
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -247,8 +258,38 @@ def _evaluate(args: argparse.Namespace) -> int:
     for split in ("train", "dev", "test") if args.split == "all" else (args.split,):
         if split in task.splits:
             metrics.update(evaluate(model, task.splits[split], batch_size, split))
+    metrics.update({k: v for k, v in task.extra_metrics(model).items()
+                    if args.split == "all" or k.startswith(args.split + "_")})
     print(json.dumps(metrics, indent=2))
     return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from rnnlab.data import registry
+
+    if args.action == "list":
+        for name, dataset in registry.DATASETS.items():
+            print(f"{name}: {dataset.description}")
+            for f in dataset.files:
+                path = registry.find_file(name, f.name)
+                where = str(path) if path else f"missing (would be cached at {registry.cache_dir() / dataset.folder})"
+                optional = "" if f.required else " [optional]"
+                print(f"  {f.name:32} {where}{optional}")
+        return 0
+    names = args.names or (list(registry.DATASETS) if args.action == "verify" else [])
+    if not names:
+        raise ValueError(f"data fetch: name a dataset: {', '.join(registry.DATASETS)}")
+    if args.action == "fetch":
+        for name in names:
+            for line in registry.fetch(name, force=args.force):
+                print(f"{name}: {line}")
+        return 0
+    bad = 0
+    for name in names:
+        for dataset, file, status in registry.verify(name):
+            print(f"{dataset:20} {file:32} {status}")
+            bad += status.startswith("MISMATCH")
+    return 1 if bad else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,6 +325,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=("train", "dev", "test", "all"), default="all", help="which split")
     ev.add_argument("--last", action="store_true", help="use the last epoch's parameters, not the best-dev ones")
     ev.set_defaults(run=_evaluate)
+
+    data = sub.add_parser("data", help="list, fetch and verify the real datasets",
+                          description="Datasets are looked for in $RNNLAB_DATA_DIR/<folder>, ../shared/data/<folder> "
+                          "and the cache ($RNNLAB_CACHE_DIR, default ~/.cache/rnnlab); fetch downloads from the "
+                          "canonical URL into the cache and checks the sha256.")
+    data.add_argument("action", choices=("list", "fetch", "verify"), help="what to do")
+    data.add_argument("names", nargs="*", metavar="NAME", help="datasets (verify: default all)")
+    data.add_argument("--force", action="store_true", help="fetch again even when present")
+    data.set_defaults(run=_data)
     return parser
 
 
@@ -292,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError) as err:  # DataError and DataMissing among them
         parser.exit(2, f"rnnlab {args.command}: error: {err}\n")
 
 

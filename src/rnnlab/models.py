@@ -2,7 +2,8 @@
 
 One class covers the studies' models through its ``head``:
 
-- ``"last"``: classify each sequence from the state at its last valid step (S1, S4 agreement, S5)
+- ``"last"``: classify each sequence from the state at its last valid step (S1, S4 agreement, S5);
+  with ``loss="squared_error"`` and float targets (B, K) it regresses instead (adding problem)
 - ``"mean"``: classify each sequence from the mean of its valid states
 - ``"steps"``: predict at every step, softmax over symbols (language models, next Reber symbol);
   ``loss="squared_error"`` compares linear outputs with the one-hot target instead (S2's original)
@@ -80,10 +81,9 @@ class RecurrentModel:
             raise ValueError(f"head: unknown head {head!r}; expected one of {HEADS}")
         default_loss = "binary_cross_entropy" if head == "multilabel" else "cross_entropy"
         loss = loss or default_loss
-        allowed = {"multilabel": ("binary_cross_entropy",), "steps": ("cross_entropy", "squared_error")}
-        if loss not in allowed.get(head, ("cross_entropy",)):
-            raise ValueError(f"loss: {loss!r} does not fit head {head!r}; expected one of "
-                             f"{allowed.get(head, ('cross_entropy',))}")
+        allowed = ("binary_cross_entropy",) if head == "multilabel" else ("cross_entropy", "squared_error")
+        if loss not in allowed:
+            raise ValueError(f"loss: {loss!r} does not fit head {head!r}; expected one of {allowed}")
         if one_hot and vocab_size is not None:
             raise ValueError("one_hot and vocab_size: choose one way to read token ids")
         self.cell, self.head, self.loss_name = cell, head, loss
@@ -142,8 +142,13 @@ class RecurrentModel:
             loss, dy = sigmoid_binary_cross_entropy(y, batch.y, mask)
             correct = None
         elif self.loss_name == "squared_error":
-            loss, dy = squared_error(y, np.eye(self.output_size, dtype=y.dtype)[batch.y], mask)
-            correct = self._correct(y, batch.y, mask)
+            targets = np.asarray(batch.y)
+            if np.issubdtype(targets.dtype, np.integer):  # class ids: compare with their one-hot vectors
+                loss, dy = squared_error(y, np.eye(self.output_size, dtype=y.dtype)[targets], mask)
+                correct = self._correct(y, targets, mask)
+            else:  # real-valued targets (regression, e.g. the adding problem)
+                loss, dy = squared_error(y, targets, mask)
+                correct = None
         else:
             loss, dy = softmax_cross_entropy(y, batch.y, mask)
             correct = self._correct(y, batch.y, mask)

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,25 +109,31 @@ class StreamData:
 
     per_step = True
 
-    def __init__(self, tokens: np.ndarray, batch_size: int, bptt: int) -> None:
-        tokens = np.asarray(tokens)
-        width = (len(tokens) - 1) // batch_size
-        if width < 1:
-            raise ValueError(f"tokens: {len(tokens)} tokens are too few for batch_size {batch_size}")
-        self.x = tokens[: width * batch_size].reshape(batch_size, width).T          # (width, B)
-        self.y = tokens[1: width * batch_size + 1].reshape(batch_size, width).T
+    def __init__(self, tokens: np.ndarray, bptt: int) -> None:
+        self.tokens = np.asarray(tokens)
         self.bptt = bptt
+        if len(self.tokens) < 2:
+            raise ValueError("tokens: a stream needs at least two tokens")
 
     def __len__(self) -> int:
-        return self.x.size
+        return len(self.tokens) - 1
+
+    def _layout(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        width = (len(self.tokens) - 1) // batch_size
+        if width < 1:
+            raise ValueError(f"batch_size: {len(self.tokens)} tokens are too few for {batch_size} streams")
+        x = self.tokens[: width * batch_size].reshape(batch_size, width).T          # (width, B)
+        y = self.tokens[1: width * batch_size + 1].reshape(batch_size, width).T
+        return x, y
 
     def num_batches(self, batch_size: int) -> int:
-        return math.ceil(self.x.shape[0] / self.bptt)
+        return math.ceil(((len(self.tokens) - 1) // batch_size) / self.bptt)
 
     def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
-        for i, start in enumerate(range(0, self.x.shape[0], self.bptt)):
+        x, y = self._layout(batch_size)
+        for i, start in enumerate(range(0, x.shape[0], self.bptt)):
             stop = start + self.bptt
-            yield Batch(self.x[start:stop], self.y[start:stop], None, carry=i > 0)
+            yield Batch(x[start:stop], y[start:stop], None, carry=i > 0)
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -301,10 +307,12 @@ def fit(
     out_dir: str | Path | None = None,
     resume: bool = False,
     run_info: dict | None = None,
+    extra_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Train ``model`` on ``train`` (SequenceData or StreamData); returns the result dict also
     written to ``out_dir/result.json``. With a dev set, the best-dev parameters are restored at
-    the end; train/dev/test metrics in the result are measured with those parameters."""
+    the end; train/dev/test metrics in the result are measured with those parameters, and so are
+    the task's own metrics, ``extra_metrics(model)`` (e.g. Reber's "solved" rates)."""
     config = config or TrainConfig()
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -422,6 +430,8 @@ def fit(
         result.update(evaluate(model, dev, config.batch_size, "dev"))
     if test is not None:
         result.update(evaluate(model, test, config.batch_size, "test"))
+    if extra_metrics is not None:
+        result.update(extra_metrics(model))
     result["history"] = progress.history
     if out is not None:
         atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))

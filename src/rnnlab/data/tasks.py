@@ -1,0 +1,345 @@
+"""Tasks: data splits plus what a model needs to read them (input size, output size, head, loss).
+
+``get_task(name, **options)`` is what ``rnnlab train --task NAME`` calls. Synthetic tasks are
+generated from a seed; real-data tasks read files found by ``rnnlab.data.registry`` and raise a
+``DataMissing`` error that says how to get them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rnnlab.data import reber, synthetic, text
+from rnnlab.data.polyphonic import load_polyphonic
+from rnnlab.data.registry import DataError, find_file, require_file
+from rnnlab.models import Batch, RecurrentModel
+from rnnlab.train import SequenceData, StreamData
+
+
+@dataclass
+class Task:
+    """Splits (``train`` required; ``dev``/``test`` optional) and the model shape they imply.
+
+    input_kind: ``"dense"`` (float vectors of ``input_size``), ``"one_hot"`` (ids read as one-hot
+    vectors of ``input_size``) or ``"embedding"`` (ids below ``vocab_size``; the embedding size is a
+    model setting). ``metrics(model, split)`` adds task-specific metrics (Reber's "solved" rate).
+    """
+
+    name: str
+    splits: dict[str, SequenceData | StreamData]
+    input_size: int | None
+    output_size: int
+    head: str
+    input_kind: str = "dense"
+    vocab_size: int | None = None
+    loss: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    metrics: Callable[[RecurrentModel, str], dict[str, float]] | None = None
+
+    def extra_metrics(self, model: RecurrentModel) -> dict[str, float]:
+        """Task metrics on every split, keyed ``{split}_{name}``."""
+        if self.metrics is None:
+            return {}
+        out = {}
+        for split in self.splits:
+            out.update({f"{split}_{k}": v for k, v in self.metrics(model, split).items()})
+        return out
+
+
+def build_model(task: Task, cell: str, hidden: int, layers: int = 1, seed: int | None = None,
+                dtype: Any = np.float32, embedding_dim: int | None = None, **cell_kwargs: Any) -> RecurrentModel:
+    """The model that reads ``task``'s inputs and predicts its targets; an embedding task gets an
+    embedding of ``embedding_dim`` (default: ``hidden``)."""
+    input_size = (embedding_dim or hidden) if task.input_kind == "embedding" else task.input_size
+    return RecurrentModel(
+        cell, input_size, hidden, task.output_size, num_layers=layers, head=task.head, loss=task.loss,
+        vocab_size=task.vocab_size if task.input_kind == "embedding" else None,
+        one_hot=task.input_kind == "one_hot", seed=seed, dtype=dtype, **cell_kwargs,
+    )
+
+
+# -- synthetic --------------------------------------------------------------------------------
+
+
+def mean_sign(n_train: int = 4000, n_dev: int = 1000, n_test: int = 1000, length: int = 20, features: int = 10,
+              seed: int = 0) -> Task:
+    """S5: sequences of ``length`` steps with ``features`` N(0, 1) features; the label is 1 when the
+    mean of all length × features values is positive, else 0."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        x, y = synthetic.mean_sign_data(n, length, features, rng)
+        splits[name] = SequenceData(list(x), y)
+    return Task("mean-sign", splits, input_size=features, output_size=2, head="last",
+                info={"length": length, "features": features, "seed": seed}, defaults=STUDY_DEFAULTS["mean-sign"])
+
+
+def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: int) -> Task:
+    if target not in ("cross_entropy", "squared_error"):
+        raise ValueError(f"target: expected cross_entropy or squared_error, got {target!r}")
+    train = reber.reber_strings(n_train, embedded, seed)
+    seen, test, draw = set(train), [], 0
+    while len(test) < n_test:  # test strings never occur in the training set (H&S 1997)
+        batch = reber.reber_strings(4 * n_test, embedded, seed + 1 + draw)
+        draw += 1
+        test += [s for s in batch if s not in seen][: n_test - len(test)]
+        if draw > 50:
+            raise ValueError(f"n_test: could not draw {n_test} strings disjoint from the training set")
+    strings = {"train": train, "test": test}
+
+    def data(ss: list[str]) -> SequenceData:
+        ids = [reber.encode(s) for s in ss]
+        return SequenceData([i[:-1] for i in ids], [i[1:] for i in ids], per_step=True)
+
+    splits = {name: data(ss) for name, ss in strings.items()}
+
+    def metrics(model: RecurrentModel, split: str) -> dict[str, float]:
+        ss = strings[split]
+        out = {"solved": 0.0, "step_accuracy": 0.0, "final_step_accuracy": 0.0}
+        for start in range(0, len(ss), 256):
+            chunk = ss[start:start + 256]
+            batch = splits[split].batch(np.arange(start, start + len(chunk)))
+            y, _, _ = model.forward(Batch(batch.x, batch.y, batch.mask))
+            stats = reber.solved_stats(y, chunk, embedded)
+            for k in out:
+                out[k] += stats[k] * len(chunk) / len(ss)
+        return out
+
+    name = "embedded-reber" if embedded else "reber"
+    return Task(name, splits, input_size=len(reber.ALPHABET), output_size=len(reber.ALPHABET), head="steps",
+                input_kind="one_hot", loss=target, metrics=metrics, defaults=STUDY_DEFAULTS[name],
+                info={"strings": strings, "embedded": embedded})
+
+
+def reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0) -> Task:
+    """Next-symbol prediction on Reber strings (S2); ``target="squared_error"`` for the original setting."""
+    return _reber_task(False, n_train, n_test, target, seed)
+
+
+def embedded_reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0) -> Task:
+    """Next-symbol prediction on embedded Reber strings (S2); the final T/P is the long-range test."""
+    return _reber_task(True, n_train, n_test, target, seed)
+
+
+def adding_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, length: int = 50, seed: int = 0) -> Task:
+    """The adding problem: regress the sum of the two marked values (squared error)."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        x, y = synthetic.adding_data(n, length, rng)
+        splits[name] = SequenceData(list(x), y)
+    return Task("adding", splits, input_size=2, output_size=1, head="last", loss="squared_error",
+                info={"length": length, "baseline_mse": 1 / 6})
+
+
+def copy_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, symbols: int = 8, copy_length: int = 10,
+              delay: int = 20, seed: int = 0) -> Task:
+    """The copy task: reproduce ``copy_length`` symbols after ``delay`` steps."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        x, y = synthetic.copy_data(n, symbols, copy_length, delay, rng)
+        splits[name] = SequenceData(list(x), list(y), per_step=True)
+    T = 2 * copy_length + delay
+    return Task("copy", splits, input_size=symbols + 2, output_size=symbols + 2, head="steps", input_kind="one_hot",
+                info={"symbols": symbols, "copy_length": copy_length, "delay": delay,
+                      "baseline_loss": copy_length * np.log(symbols) / T})
+
+
+# -- real data --------------------------------------------------------------------------------
+
+
+def _subsample(items: list, n: int | None, seed: int) -> list:
+    if n is None or n >= len(items):
+        return items
+    index = np.sort(np.random.default_rng(seed).choice(len(items), n, replace=False))
+    return [items[i] for i in index]
+
+
+def _nlu_splits(n_train: int | None, seed: int) -> tuple[dict[str, list], dict[str, Any]]:
+    sentences, info = {}, {}
+    for split in ("train", "dev", "test"):
+        path = find_file("nlu", f"wiki-{split}.txt")
+        if path is not None:
+            sentences[split] = text.load_nlu_sentences(path)
+    if "dev" not in sentences and "test" not in sentences and "train" not in sentences:
+        require_file("nlu", "wiki-dev.txt")  # raises with the offline message
+    if "train" not in sentences:
+        # the coursework's wiki-train.txt is not public: train on dev, evaluate on test
+        sentences["train"] = sentences.pop("dev")
+        info["note"] = "wiki-train.txt is not available; trained on wiki-dev.txt, no dev split"
+    sentences["train"] = _subsample(sentences["train"], n_train, seed)
+    return sentences, info
+
+
+def nlu_lm_task(vocab_size: int = 2000, n_train: int | None = None, seed: int = 0) -> Task:
+    """S4's language model: ``<s> w1 … wn </s>``, one-hot inputs over the top ``vocab_size`` words."""
+    vocab = text.load_nlu_vocab(require_file("nlu", "vocab.wiki.txt"), vocab_size)
+    sentences, info = _nlu_splits(n_train, seed)
+    splits = {}
+    for split, items in sentences.items():
+        ids = [vocab.encode(["<s>"] + s.tokens + ["</s>"]) for s in items]
+        splits[split] = SequenceData([i[:-1] for i in ids], [i[1:] for i in ids], per_step=True)
+        info[f"{split}_unk_fraction"] = vocab.unk_fraction([s.tokens for s in items])
+    return Task("nlu-lm", splits, input_size=len(vocab), output_size=len(vocab), head="steps", input_kind="one_hot",
+                info=info, defaults=STUDY_DEFAULTS["nlu-lm"])
+
+
+def _agreement_splits(sentences: dict[str, list], vocab: text.Vocab) -> dict[str, SequenceData]:
+    return {split: SequenceData([vocab.encode(s.tokens[: s.verb_index]) for s in items],
+                                np.array([s.label for s in items], dtype=np.int64))
+            for split, items in sentences.items()}
+
+
+def nlu_agreement_task(vocab_size: int = 2000, n_train: int | None = None, seed: int = 0) -> Task:
+    """S4's number prediction: the tokens before the verb → VBZ (0) or VBP (1)."""
+    vocab = text.load_nlu_vocab(require_file("nlu", "vocab.wiki.txt"), vocab_size)
+    sentences, info = _nlu_splits(n_train, seed)
+    info["distances"] = {split: [s.distance for s in items] for split, items in sentences.items()}
+    info["plural_fraction"] = {split: float(np.mean([s.label for s in items])) for split, items in sentences.items()}
+    return Task("nlu-agreement", _agreement_splits(sentences, vocab), input_size=len(vocab), output_size=2,
+                head="last", input_kind="one_hot", info=info, defaults=STUDY_DEFAULTS["nlu-agreement"])
+
+
+def linzen_agreement_task(vocab_size: int = 10000, n_train: int | None = None, seed: int = 0) -> Task:
+    """Linzen et al. 2016: number prediction on the agreement corpus, split 90/5/5 by a seeded shuffle;
+    ``info["attractors"]`` holds the attractor count of every test sentence."""
+    items = text.load_linzen(require_file("linzen", "agr_50_mostcommon_10K.tsv.gz"))
+    order = np.random.default_rng(seed).permutation(len(items))
+    cut1, cut2 = int(0.9 * len(items)), int(0.95 * len(items))
+    sentences = {"train": [items[i] for i in order[:cut1]], "dev": [items[i] for i in order[cut1:cut2]],
+                 "test": [items[i] for i in order[cut2:]]}
+    sentences["train"] = _subsample(sentences["train"], n_train, seed)
+    counts: dict[str, int] = {}
+    for s in sentences["train"]:
+        for t in s.tokens:
+            counts[t] = counts.get(t, 0) + 1
+    vocab = text.Vocab(sorted(counts, key=lambda w: -counts[w])[:vocab_size], unk="UNK")
+    info = {"attractors": [s.attractors for s in sentences["test"]]}
+    return Task("linzen-agreement", _agreement_splits(sentences, vocab), input_size=None, output_size=2,
+                head="last", input_kind="embedding", vocab_size=len(vocab), info=info)
+
+
+def ptb_task(bptt: int = 20) -> Task:
+    """Word-level Penn Treebank as token streams with ``<eos>`` (Zaremba et al. 2014)."""
+    tokens = {split: text.load_ptb_tokens(require_file("ptb", f"ptb.{split}.txt")) for split in ("train", "valid",
+                                                                                                   "test")}
+    vocab = text.ptb_vocab(tokens["train"])
+    splits = {("dev" if s == "valid" else s): StreamData(vocab.encode(t), bptt) for s, t in tokens.items()}
+    info = {f"{s}_tokens": len(t) for s, t in tokens.items()}
+    info["vocab_size"] = len(vocab)
+    return Task("ptb", splits, input_size=None, output_size=len(vocab), head="steps", input_kind="embedding",
+                vocab_size=len(vocab), info=info, defaults=STUDY_DEFAULTS["ptb"])
+
+
+def _sst_task(name: str, classes: int, phrases: bool, seed: int) -> Task:
+    kind = "binary" if classes == 2 else "fine"
+    data = {split: text.load_sst_sentences(require_file("sst", f"stsa.{kind}.{split}"), classes)
+            for split in ("train", "dev", "test")}
+    info: dict[str, Any] = {}
+    if phrases:  # phrase-level training set from the trees; dev/test stay sentence-level
+        trees = text.load_sst_trees(require_file("sst-trees", "train.txt"))
+        sents, labels, dropped = [], [], 0
+        for tree in trees:
+            for phrase in tree:
+                label = phrase.label if classes == 5 else text.binary_label(phrase.label)
+                if label is None:
+                    dropped += 1
+                    continue
+                sents.append([t.lower() for t in phrase.tokens])
+                labels.append(label)
+        data["train"] = (sents, np.array(labels, dtype=np.int64))
+        info["neutral_phrases_dropped"] = dropped
+    words = sorted({t for s in data["train"][0] for t in s})
+    vocab = text.Vocab(words, unk="<unk>")
+    splits = {split: SequenceData([vocab.encode(s) for s in sents], labels) for split, (sents, labels) in data.items()}
+    for split, (_, labels) in data.items():
+        info[f"{split}_majority_accuracy"] = float(np.bincount(labels, minlength=classes).max() / len(labels))
+    return Task(name, splits, input_size=None, output_size=classes, head="last", input_kind="embedding",
+                vocab_size=len(vocab), info=info, defaults=STUDY_DEFAULTS["sst"])
+
+
+POLYPHONIC_FILES = {"jsb": "JSB_Chorales.mat", "nottingham": "Nottingham.mat", "musedata": "MuseData.mat",
+                    "piano": "Piano_midi.mat"}
+
+
+def polyphonic_task(dataset: str = "jsb", seed: int = 0) -> Task:
+    """S3: predict the next frame's 88 notes (independent sigmoids); the loss is the NLL per step.
+    The data is fixed, so ``seed`` only exists for a uniform task signature."""
+    if dataset not in POLYPHONIC_FILES:
+        raise ValueError(f"dataset: expected one of {tuple(POLYPHONIC_FILES)}, got {dataset!r}")
+    rolls = load_polyphonic(require_file("polyphonic", POLYPHONIC_FILES[dataset]))
+    splits, skipped = {}, 0
+    for split, seqs in rolls.items():
+        usable = [r for r in seqs if len(r) >= 2]
+        skipped += len(seqs) - len(usable)
+        splits["dev" if split == "valid" else split] = SequenceData(
+            [r[:-1].astype(np.float64) for r in usable], [r[1:].astype(np.float64) for r in usable], per_step=True)
+    info = {"sequences": {s: len(v) for s, v in rolls.items()}, "skipped_single_frame_sequences": skipped}
+    return Task(f"polyphonic-{dataset}", splits, input_size=88, output_size=88, head="multilabel", info=info,
+                defaults=STUDY_DEFAULTS["polyphonic"])
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+TASKS: dict[str, Callable[..., Task]] = {
+    "mean-sign": mean_sign,
+    "reber": reber_task,
+    "embedded-reber": embedded_reber_task,
+    "adding": adding_task,
+    "copy": copy_task,
+    "nlu-lm": nlu_lm_task,
+    "nlu-agreement": nlu_agreement_task,
+    "linzen-agreement": linzen_agreement_task,
+    "ptb": ptb_task,
+    "sst2": lambda seed=0: _sst_task("sst2", 2, False, seed),
+    "sst5": lambda seed=0: _sst_task("sst5", 5, False, seed),
+    "sst2-phrases": lambda seed=0: _sst_task("sst2-phrases", 2, True, seed),
+    "sst5-phrases": lambda seed=0: _sst_task("sst5-phrases", 5, True, seed),
+    **{f"polyphonic-{k}": functools.partial(polyphonic_task, k) for k in POLYPHONIC_FILES},
+}
+SYNTHETIC = ("mean-sign", "reber", "embedded-reber", "adding", "copy")
+
+# The settings of the study each task comes from, applied by ``rnnlab train`` under explicit flags.
+STUDY_DEFAULTS: dict[str, dict[str, Any]] = {
+    # S5: a 2-layer tanh RNN of 64 units with PyTorch's two biases (13,314 parameters), 50 epochs,
+    # the rate halved at epoch 20
+    "mean-sign": {"cell": "rnn", "activation": "tanh", "hidden": 64, "layers": 2, "recurrent_bias": True,
+                  "epochs": 50, "schedule": "step", "milestones": [20], "optimizer": "adam", "lr": 1e-3},
+    # S2: sigmoid vanilla RNN, N(0,1) weights; the original plain SGD (lr 0.05, one string per update,
+    # halved when the epoch loss rises, up to 1000 epochs) is slow, so Adam is the default here
+    "reber": {"cell": "rnn", "activation": "sigmoid", "hidden": 5, "init": "normal", "init_scale": 1.0,
+              "optimizer": "adam", "lr": 0.01, "batch_size": 16, "epochs": 100},
+    "embedded-reber": {"cell": "rnn", "activation": "sigmoid", "hidden": 18, "init": "normal", "init_scale": 1.0,
+                       "optimizer": "adam", "lr": 0.01, "batch_size": 16, "epochs": 100},
+    # S4: no biases, randn·sqrt(0.1) weights, SGD
+    "nlu-lm": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
+               "init_scale": 0.316, "optimizer": "sgd", "lr": 0.5, "batch_size": 5, "epochs": 10, "back_steps": 0},
+    "nlu-agreement": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
+                      "init_scale": 0.316, "optimizer": "sgd", "lr": 0.5, "batch_size": 100, "epochs": 10},
+    # Zaremba et al. 2014 small: 2×200 LSTM, SGD lr 1, clip 5, batch 20, ×0.5 per epoch after epoch 4
+    "ptb": {"cell": "lstm", "hidden": 200, "layers": 2, "optimizer": "sgd", "lr": 1.0, "clip": 5.0, "batch_size": 20,
+            "schedule": "exponential", "gamma": 0.5, "decay_start": 4, "epochs": 13, "init": "uniform"},
+    "sst": {"optimizer": "adam", "lr": 1e-3, "epochs": 10, "hidden": 64},
+    # S3: about 20K parameters, RMSProp, gradient norm clipped at 1, weight noise 0.075
+    "polyphonic": {"optimizer": "rmsprop", "lr": 1e-3, "clip": 1.0, "weight_noise": 0.075, "batch_size": 1,
+                   "epochs": 20},
+}
+
+
+def get_task(name: str, **options: Any) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"task: unknown task {name!r}; expected one of {tuple(TASKS)}")
+    try:
+        return TASKS[name](**options)
+    except TypeError as err:
+        raise ValueError(f"task {name}: bad option ({err})") from None
+
+
+__all__ = ["Task", "build_model", "get_task", "TASKS", "STUDY_DEFAULTS", "SYNTHETIC", "DataError"]
