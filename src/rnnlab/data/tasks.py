@@ -7,8 +7,8 @@ generated from a seed; real-data tasks read files found by ``rnnlab.data.registr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
