@@ -292,6 +292,106 @@ def _data(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+# -- analyze -------------------------------------------------------------------------------------
+
+
+def _default_settings(task: str, **overrides: Any) -> dict[str, Any]:
+    from rnnlab.data.tasks import STUDY_DEFAULTS
+
+    settings = {s.name: s.default for s in _settings()}
+    settings.update(STUDY_DEFAULTS.get(task, {}))
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    settings["task"] = task
+    return settings
+
+
+def _analysis_models(args: argparse.Namespace):
+    """(task, {name: model}) from --checkpoint files, or untrained models from --task/--cells."""
+    from rnnlab.train import load_checkpoint, load_params
+
+    models: dict[str, Any] = {}
+    task = None
+    if args.checkpoint:
+        for path in args.checkpoint:
+            arrays, meta = load_checkpoint(path)
+            settings = meta.get("run", {}).get("settings")
+            if not settings:
+                raise ValueError(f"checkpoint {path}: no run settings recorded; cannot rebuild the model")
+            task, model = _build(settings)
+            load_params(model, arrays, "best" if any(k.startswith("best/") for k in arrays) else "param", path)
+            models[f"{settings['cell']}-{settings['hidden']}"] = model
+        return task, models
+    for cell in args.cells.split(","):
+        settings = _default_settings(args.task, cell=cell, hidden=args.hidden, seed=args.seed)
+        task, model = _build(settings)
+        models[f"{cell}-{settings['hidden']}"] = model
+    return task, models
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from rnnlab.analysis import run
+
+    args.cells = args.cells or ("rnn,gru" if args.analysis == "discrepancy" else "rnn,gru,lstm")
+    out = Path(args.out or f"runs/analyze-{args.analysis}")
+    if args.analysis == "discrepancy":
+        result = run.write_discrepancy(out, tuple(args.cells.split(",")), tuple(args.inits.split(",")), args.max_k,
+                                       args.max_l, args.draws, args.seed)
+        table = {(r["cell"], r["init"], r["l"], r["k"]): r["D"] for r in result["records"]}
+        for cell in args.cells.split(","):
+            points = [(l, k) for l, k in ((1, 5), (5, 20), (10, 10), (50, 20)) if l <= args.max_l and k <= args.max_k]
+            shown = ", ".join(f"D({l},{k}) = {table[(cell, args.inits.split(',')[0], l, k)]:.4g}" for l, k in points)
+            print(f"{cell} ({args.inits.split(',')[0]} draws): {shown}")
+    else:
+        from rnnlab.models import Batch
+
+        task, models = _analysis_models(args)
+        data = task.splits.get("test") or task.splits["train"]
+        index = np.arange(min(args.examples, len(data)))
+        batch = data.batch(index) if hasattr(data, "batch") else next(data.batches(args.examples))
+        if args.analysis == "gradient-flow":
+            result = run.write_gradient_flow(models, batch, out)
+            print(json.dumps(result["summary"], indent=2))
+        elif args.analysis == "gradients":
+            result = run.write_gradient_distribution(models, data, out, args.examples)
+            print(json.dumps(result["summary"], indent=2))
+        elif args.analysis == "hidden":
+            result = _hidden(task, models, args, out, Batch)
+        else:
+            if task.input_kind != "dense":
+                raise ValueError(f"--task {task.name}: dynamics needs dense inputs (e.g. mean-sign)")
+            result = run.write_dynamics(models, np.asarray(batch.x, np.float64), out)
+            print(json.dumps(result["summary"], indent=2))
+    print(f"wrote {len(result['files'])} files to {out}", file=sys.stderr)
+    return 0
+
+
+def _hidden(task, models, args, out, Batch):
+    from rnnlab.analysis import run
+    from rnnlab.analysis.discrepancy import trained_discrepancy
+    from rnnlab.data import reber
+
+    if task.input_kind != "one_hot" or task.input_size != len(reber.ALPHABET):
+        raise ValueError(f"--task {task.name}: hidden heatmaps are drawn along Reber strings (reber, embedded-reber)")
+    strings = args.strings.split(",")
+    for s in strings:
+        reber.encode(s)
+    # S2 reads the prefixes 'BPBTXSE' / 'BTBTXSE' whole: the output after the last symbol is the
+    # prediction of the final T/P, which only a network that remembered the second symbol gets right
+    inputs = {s: reber.encode(s) for s in strings}
+    symbols = {s: list(s) for s in strings}
+    files, summary = [], {}
+    for name, model in models.items():
+        r = run.write_hidden(model, name, inputs, symbols, list(reber.ALPHABET), out)
+        files += r["files"]
+        summary[name] = {s: {c: round(float(r["numbers"][s]["outputs"][-1][reber.INDEX[c]]), 4) for c in "TP"}
+                         for s in strings}
+        if len(strings) >= 2 and len(strings[0]) == len(strings[1]):
+            dist = trained_discrepancy(model, inputs[strings[0]], inputs[strings[1]])
+            summary[name]["state_distance_at_end"] = float(dist[-1])
+    print(json.dumps(summary, indent=2))
+    return {"files": files, "summary": summary}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnlab",
@@ -334,6 +434,30 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("names", nargs="*", metavar="NAME", help="datasets (verify: default all)")
     data.add_argument("--force", action="store_true", help="fetch again even when present")
     data.set_defaults(run=_data)
+
+    an = sub.add_parser("analyze", help="look inside networks: discrepancy, gradient flow, gradients, hidden, dynamics",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        description="Runs one analysis on trained checkpoints (--checkpoint, repeatable) or on "
+                        "untrained models built for --task (--cells, --hidden), and writes PNG + CSV/JSON to --out.")
+    an.add_argument("analysis", choices=("discrepancy", "gradient-flow", "gradients", "hidden", "dynamics"),
+                    help="discrepancy: D(l,k) of S2 on untrained cells; gradient-flow: ‖∂L/∂h_t‖ per step and the "
+                    "gradient vs BPTT depth; gradients: pooled per-example gradient histograms; hidden: state and "
+                    "output heatmaps along Reber strings; dynamics: unit trajectories and classes, Jacobian spectra, "
+                    "Lyapunov exponents")
+    an.add_argument("--checkpoint", action="append", metavar="FILE", help="trained model(s) (repeatable)")
+    an.add_argument("--task", default="mean-sign", help="task for untrained models and their data")
+    an.add_argument("--cells", default=None, help="comma-separated cells (discrepancy: rnn,gru = S2's sigmoid RNN and "
+                    "Cho GRU; also rnn-tanh, gru-cudnn, lstm; others: rnn,gru,lstm)")
+    an.add_argument("--hidden", type=int, default=None, help="hidden units of untrained models (default: the task's)")
+    an.add_argument("--inits", default="normal,xavier,uniform", help="discrepancy: parameter draws")
+    an.add_argument("--draws", type=int, default=2000, help="discrepancy: parameter draws per (cell, k)")
+    an.add_argument("--max-l", type=int, default=50, help="discrepancy: longest word")
+    an.add_argument("--max-k", type=int, default=20, help="discrepancy: most hidden units")
+    an.add_argument("--examples", type=int, default=64, help="examples analysed")
+    an.add_argument("--strings", default="BPBTXSE,BTBTXSE", help="hidden: strings to draw")
+    an.add_argument("--seed", type=int, default=0, help="random seed")
+    an.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-ANALYSIS)")
+    an.set_defaults(run=_analyze)
     return parser
 
 

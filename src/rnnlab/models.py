@@ -175,9 +175,11 @@ class RecurrentModel:
         y, final, _ = self.forward(batch, h0)
         return self._loss(y, batch)[2], final
 
-    def loss_and_grads(self, batch: Batch, h0: list | None = None, back_steps: int | None = None):
+    def loss_and_grads(self, batch: Batch, h0: list | None = None, back_steps: int | None = None,
+                       dh_out: list | None = None):
         """Mean loss over the batch's positions, gradients keyed like ``params``, Stats, and the
-        final state per layer (to carry into the next chunk of a stream)."""
+        final state per layer (to carry into the next chunk of a stream). ``dh_out`` (one (T, B,
+        hidden) array per layer) receives ∂L/∂h_t of every layer (gradient-flow analyses)."""
         x, input_cache = self._inputs(batch.x)
         hs, cache = self.rnn.forward(x, h0, batch.mask)
         y, readout_cache = self.readout.forward(self._features(hs, batch.mask))
@@ -185,7 +187,7 @@ class RecurrentModel:
         out_grads, dfeatures = self.readout.backward(dy, readout_cache)
         grads = {f"out.{k}": g for k, g in out_grads.items()}
         dhs = self._features_backward(dfeatures, hs.shape, batch.mask)
-        rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps)
+        rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out)
         grads.update({f"rnn.{k}": g for k, g in rnn_grads.items()})
         if self.embedding is not None:
             grads.update({f"emb.{k}": g for k, g in self.embedding.backward(dx, input_cache)[0].items()})

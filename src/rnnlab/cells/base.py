@@ -40,6 +40,11 @@ def sigmoid(a, xp=np):
     return 0.5 * (1.0 + xp.tanh(0.5 * a))
 
 
+def matrix_transpose(w):
+    """Transpose of the last two axes: a weight, or a stack of independent weights (…, n, m)."""
+    return w.swapaxes(-1, -2)
+
+
 def check_positive_int(value: Any, argument: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{argument}: expected a positive integer, got {value!r}")
@@ -269,11 +274,14 @@ class Cell:
             state = new
         return cache.states[0], cache
 
-    def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None):
+    def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None):
         """Backpropagation through time.
 
         dhs: (T, B, hidden), the error injected at each step (dL/dh_t from outside the cell).
         back_steps: None for full BPTT; k >= 0 truncates (see the module docstring).
+        dh_out: optional (T, B, hidden) array that receives the total error reaching each h_t
+        (its injection plus everything flowing back from later steps): the gradient-flow analyses
+        read ‖∂L/∂h_t‖ from it.
         Returns (grads keyed like ``params``, dx (T, B, input_size), dh0), with dh0 shaped like h0.
         """
         k = check_back_steps(back_steps)
@@ -296,6 +304,8 @@ class Cell:
             else:
                 d[0] = d[0].copy()
                 d[0][0] += dhs[t]  # a new error enters at age 0
+            if dh_out is not None:
+                dh_out[t] = d[0] if k is None else d[0].sum(axis=0)
             step_cache = {name: v[t] for name, v in cache.steps.items()}
             if m is None:
                 dprev, dxw_t, dhw_t = self.step_backward(p, tuple(d), step_cache, tuple(s[t] for s in prev))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, sigmoid
+from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
 from rnnlab.init import init_bias
 
 VARIANTS = ("cudnn", "cho")
@@ -38,21 +38,21 @@ def gru_step(p, xw, state, variant: str, xp=np):
             hw = hw + p["b_h"]
         elif "b_hn" in p:
             hw = hw + xp.concatenate([xp.zeros(2 * H, hw.dtype), p["b_hn"]])
-        r = sigmoid(xw[:, :H] + hw[:, :H], xp)
-        z = sigmoid(xw[:, H:2 * H] + hw[:, H:2 * H], xp)
-        hw_n = hw[:, 2 * H:]
-        n = xp.tanh(xw[:, 2 * H:] + r * hw_n)
+        r = sigmoid(xw[..., :H] + hw[..., :H], xp)
+        z = sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H], xp)
+        hw_n = hw[..., 2 * H:]
+        n = xp.tanh(xw[..., 2 * H:] + r * hw_n)
         cache = {"r": r, "z": z, "n": n, "hw_n": hw_n}
     else:
-        hw = h @ W_h[:, :2 * H]                   # (B, 2H)
+        hw = h @ W_h[..., :2 * H]                   # (B, 2H)
         if "b_h" in p:
-            hw = hw + p["b_h"][:2 * H]
-        r = sigmoid(xw[:, :H] + hw[:, :H], xp)
-        z = sigmoid(xw[:, H:2 * H] + hw[:, H:], xp)
+            hw = hw + p["b_h"][..., :2 * H]
+        r = sigmoid(xw[..., :H] + hw[..., :H], xp)
+        z = sigmoid(xw[..., H:2 * H] + hw[..., H:], xp)
         rh = r * h
-        n_pre = xw[:, 2 * H:] + rh @ W_h[:, 2 * H:]
+        n_pre = xw[..., 2 * H:] + rh @ W_h[..., 2 * H:]
         if "b_h" in p:
-            n_pre = n_pre + p["b_h"][2 * H:]
+            n_pre = n_pre + p["b_h"][..., 2 * H:]
         n = xp.tanh(n_pre)
         cache = {"r": r, "z": z, "n": n, "rh": rh}
     h_new = (1.0 - z) * n + z * h
@@ -71,12 +71,12 @@ def gru_step_backward(p, dstate, cache, prev, variant: str, xp=np):
     if variant == "cudnn":
         dr_pre = dn_pre * cache["hw_n"] * r * (1.0 - r)
         dhw = xp.concatenate([dr_pre, dz_pre, dn_pre * r], axis=-1)
-        dh_prev = dh_prev + dhw @ W_h.T
+        dh_prev = dh_prev + dhw @ matrix_transpose(W_h)
     else:
-        drh = dn_pre @ W_h[:, 2 * H:].T
+        drh = dn_pre @ matrix_transpose(W_h[..., 2 * H:])
         dr_pre = drh * h * r * (1.0 - r)
         dhw = xp.concatenate([dr_pre, dz_pre, dn_pre], axis=-1)
-        dh_prev = dh_prev + drh * r + dhw[..., :2 * H] @ W_h[:, :2 * H].T
+        dh_prev = dh_prev + drh * r + dhw[..., :2 * H] @ matrix_transpose(W_h[..., :2 * H])
     dxw = xp.concatenate([dr_pre, dz_pre, dn_pre], axis=-1)
     return (dh_prev,), dxw, dhw
 
@@ -114,9 +114,9 @@ class GRU(Cell):
         if self.variant == "cudnn":
             grads = {"W_h": prev_h.T @ dhw}
         else:  # the candidate's recurrent input is r ⊙ h, not h
-            grads = {"W_h": np.concatenate([prev_h.T @ dhw[:, :2 * H], steps["rh"].T @ dhw[:, 2 * H:]], axis=1)}
+            grads = {"W_h": np.concatenate([prev_h.T @ dhw[..., :2 * H], steps["rh"].T @ dhw[..., 2 * H:]], axis=1)}
         if "b_h" in p:
             grads["b_h"] = dhw.sum(axis=0)
         if "b_hn" in p:
-            grads["b_hn"] = dhw[:, 2 * H:].sum(axis=0)
+            grads["b_hn"] = dhw[..., 2 * H:].sum(axis=0)
         return grads

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, sigmoid
+from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
 
 
 def lstm_step(p, xw, state, xp=np):
@@ -24,10 +24,10 @@ def lstm_step(p, xw, state, xp=np):
     a = xw + h @ p["W_h"]                         # (B, 4H)
     if "b_h" in p:
         a = a + p["b_h"]
-    i = sigmoid(a[:, :H], xp)
-    f = sigmoid(a[:, H:2 * H], xp)
-    g = xp.tanh(a[:, 2 * H:3 * H])
-    o = sigmoid(a[:, 3 * H:], xp)
+    i = sigmoid(a[..., :H], xp)
+    f = sigmoid(a[..., H:2 * H], xp)
+    g = xp.tanh(a[..., 2 * H:3 * H])
+    o = sigmoid(a[..., 3 * H:], xp)
     c_new = f * c + i * g
     tc = xp.tanh(c_new)
     h_new = o * tc
@@ -48,7 +48,7 @@ def lstm_step_backward(p, dstate, cache, prev, xp=np):
         ],
         axis=-1,
     )                                             # (..., B, 4H)
-    return (da @ p["W_h"].T, dc_total * f), da, da
+    return (da @ matrix_transpose(p["W_h"]), dc_total * f), da, da
 
 
 class LSTM(Cell):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, sigmoid
+from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu")
 
@@ -47,7 +47,7 @@ def rnn_step(p, xw, state, activation: str, xp=np):
 def rnn_step_backward(p, dstate, cache, prev, activation: str, xp=np):
     (dh,) = dstate                                  # (..., B, H)
     da = dh * activation_grad(cache["h"], activation, xp)
-    return (da @ p["W_h"].T,), da, da
+    return (da @ matrix_transpose(p["W_h"]),), da, da
 
 
 class RNN(Cell):

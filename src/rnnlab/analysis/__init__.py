@@ -1,0 +1,1 @@
+"""Analyses that look inside the networks; each returns data, and ``rnnlab.analysis.plots`` renders it."""

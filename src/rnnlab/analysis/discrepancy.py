@@ -1,0 +1,91 @@
+"""The (l,k)-discrepancy of Stérin, Farrugia & Gripon (2017), S2.
+
+Binary alphabet, one-hot (0 = [1, 0], 1 = [0, 1]); words u = 0^l and v = 1 0^(l−1); an untrained
+network with k hidden units, no biases, h_{−1} = 0. D(l,k) is the mean over independent parameter
+draws of ‖h_u − h_v‖₂ after reading the whole word. If D(l,k) → 0 the network has forgotten the
+first symbol after l steps, whatever it learns later from the output layer.
+
+Vectorised over draws: all draws are one batch of stacked weights (P, fan_in, G·k), run through
+the cells' own step functions (which broadcast over leading axes), with u and v as a batch of two.
+Because u and v of length l+1 extend those of length l, one pass of ``max_l`` steps gives every l.
+
+Draws (per gate block, fan_in = 2 for W_x and k for W_h): ``normal`` N(0, 1) (the paper);
+``xavier`` N(0, 1/fan_in); ``uniform`` U(−√(1/fan_in), +√(1/fan_in)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rnnlab.cells.gru import gru_step
+from rnnlab.cells.lstm import lstm_step
+from rnnlab.cells.rnn import rnn_step
+from rnnlab.data.synthetic import lk_words
+
+CELLS = {
+    "rnn-sigmoid": (1, lambda p, xw, s: rnn_step(p, xw, s, "sigmoid")),
+    "rnn-tanh": (1, lambda p, xw, s: rnn_step(p, xw, s, "tanh")),
+    "gru-cho": (3, lambda p, xw, s: gru_step(p, xw, s, "cho")),
+    "gru-cudnn": (3, lambda p, xw, s: gru_step(p, xw, s, "cudnn")),
+    "lstm": (4, lstm_step),
+}
+ALIASES = {"rnn": "rnn-sigmoid", "gru": "gru-cho"}  # the variants S2 uses
+INITS = ("normal", "xavier", "uniform")
+
+
+def draw_weights(rng: np.random.Generator, draws: int, fan_in: int, width: int, init: str) -> np.ndarray:
+    if init == "normal":
+        return rng.normal(size=(draws, fan_in, width))
+    if init == "xavier":
+        return rng.normal(0.0, np.sqrt(1.0 / fan_in), size=(draws, fan_in, width))
+    if init == "uniform":
+        bound = np.sqrt(1.0 / fan_in)
+        return rng.uniform(-bound, bound, size=(draws, fan_in, width))
+    raise ValueError(f"init: unknown draw {init!r}; expected one of {INITS}")
+
+
+def discrepancy_curve(cell: str, k: int, init: str = "normal", max_l: int = 50, draws: int = 2000,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """D(l, k) and its standard error over draws for l = 1..max_l: two arrays of length max_l."""
+    cell = ALIASES.get(cell, cell)
+    if cell not in CELLS:
+        raise ValueError(f"cell: unknown cell {cell!r}; expected one of {tuple(CELLS) + tuple(ALIASES)}")
+    gates, step = CELLS[cell]
+    rng = np.random.default_rng(seed)
+    p = {"W_x": draw_weights(rng, draws, 2, gates * k, init), "W_h": draw_weights(rng, draws, k, gates * k, init)}
+    u, v = lk_words(max_l)
+    words = np.stack([u, v], axis=1)                                    # (max_l, 2, 2): step, word, symbol
+    xw = np.einsum("lws,psg->lpwg", words, p["W_x"])                   # (max_l, P, 2 words, G·k)
+    state = tuple(np.zeros((draws, 2, k)) for _ in range(2 if cell == "lstm" else 1))
+    D, se = np.empty(max_l), np.empty(max_l)
+    for t in range(max_l):
+        state, _ = step(p, xw[t], state)
+        dist = np.linalg.norm(state[0][:, 0] - state[0][:, 1], axis=-1)  # (P,)
+        D[t], se[t] = dist.mean(), dist.std(ddof=1) / np.sqrt(draws) if draws > 1 else 0.0
+    return D, se
+
+
+def discrepancy(cells=("rnn", "gru"), inits=INITS, ks=range(1, 21), max_l: int = 50, draws: int = 2000,
+                seed: int = 0) -> list[dict]:
+    """Records ``{cell, init, l, k, D, se}`` over the grid (the columns of discrepancy.csv)."""
+    records = []
+    for ci, cell in enumerate(cells):
+        for ii, init in enumerate(inits):
+            for k in ks:
+                D, se = discrepancy_curve(cell, k, init, max_l, draws, seed + 1000 * ci + 100 * ii + k)
+                records += [{"cell": cell, "init": init, "l": l + 1, "k": k, "D": float(D[l]), "se": float(se[l])}
+                            for l in range(max_l)]
+    return records
+
+
+def trained_discrepancy(model, seq_a: np.ndarray, seq_b: np.ndarray) -> np.ndarray:
+    """‖h_a(t) − h_b(t)‖ of a (trained) model's top layer along two inputs of equal length, e.g.
+    two strings that differ in their first symbols: how long does the network remember it?"""
+    from rnnlab.models import Batch
+
+    if len(seq_a) != len(seq_b):
+        raise ValueError(f"seq_b: expected the length of seq_a ({len(seq_a)}), got {len(seq_b)}")
+    x = np.stack([np.asarray(seq_a), np.asarray(seq_b)], axis=1)
+    y = np.zeros(x.shape[:2], np.int64)
+    _, _, hs = model.forward(Batch(x, y))
+    return np.linalg.norm(hs[:, 0] - hs[:, 1], axis=-1)

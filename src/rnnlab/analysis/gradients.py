@@ -1,0 +1,79 @@
+"""How gradients travel through time: per-step error norms, BPTT depth, coefficient distributions.
+
+- ``gradient_flow``: ‖∂L/∂h_t‖ at every step t and layer (S5: early steps get orders of magnitude
+  less, because every step back multiplies by W_hᵀ·diag(act′)).
+- ``bptt_depth``: the recurrent-weight gradient norm with back_steps = 1..K (S4's figure 1), and
+  what each extra step adds.
+- ``gradient_distribution``: per-example full-BPTT gradients of every parameter, pooled; summary
+  statistics and a log-binned histogram of |g| (S2's figure 9).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rnnlab.models import Batch, RecurrentModel
+from rnnlab.optim import global_norm
+
+
+def gradient_flow(model: RecurrentModel, batch: Batch) -> dict[str, np.ndarray]:
+    """``norms`` (layers, T): mean over the batch of ‖∂L/∂h_t‖ (only sequences valid at t);
+    ``relative`` = norms / norms[:, -1:] (the last step's norm as reference)."""
+    T, B = batch.x.shape[:2]
+    buffers = [np.zeros((T, B, layer.hidden_size), model.dtype) for layer in model.rnn.layers]
+    model.loss_and_grads(batch, dh_out=buffers)
+    mask = np.ones((T, B)) if batch.mask is None else np.asarray(batch.mask, float)
+    norms = np.stack([(np.linalg.norm(b, axis=-1) * mask).sum(1) / np.maximum(mask.sum(1), 1) for b in buffers])
+    last = np.where(norms[:, -1:] > 0, norms[:, -1:], 1.0)
+    return {"norms": norms, "relative": norms / last}
+
+
+def bptt_depth(model: RecurrentModel, batch: Batch, max_steps: int = 20) -> dict[str, np.ndarray]:
+    """For k = 1..max_steps: ``norm[k-1]`` = ‖∂L/∂W_h‖ (all layers) with back_steps = k;
+    ``increment[k-1]`` = ‖g_k − g_{k−1}‖ (g_0: back_steps = 0), what the k-th step back adds;
+    ``full`` = the norm with full BPTT."""
+    names = [n for n in model.params if n.startswith("rnn.") and n.endswith("W_h")]
+
+    def grads(k):
+        return {n: g for n, g in model.loss_and_grads(batch, back_steps=k)[1].items() if n in names}
+
+    previous = grads(0)
+    norms, increments = [], []
+    for k in range(1, max_steps + 1):
+        current = grads(k)
+        norms.append(global_norm(current))
+        increments.append(global_norm({n: current[n] - previous[n] for n in names}))
+        previous = current
+    return {"k": np.arange(1, max_steps + 1), "norm": np.array(norms), "increment": np.array(increments),
+            "full": global_norm(grads(None))}
+
+
+LOG_BINS = np.logspace(-12, 2, 57)
+
+
+def gradient_distribution(model: RecurrentModel, data, max_examples: int | None = None) -> dict:
+    """Pool |∂L_i/∂θ| over examples i (each its own full-BPTT backward) and all parameters θ.
+
+    Returns ``values`` (the pooled absolute coefficients), ``hist`` counts over ``bins``
+    (log-spaced 1e-12..1e2; smaller values, including exact zeros, counted in ``below``), and
+    ``summary``: count, quantiles, mean of log10 |g| (non-zero), fraction below 1e-6, fraction zero.
+    """
+    n = len(data) if max_examples is None else min(max_examples, len(data))
+    pooled = []
+    for i in range(n):
+        batch = data.batch(np.array([i]))
+        _, grads, _, _ = model.loss_and_grads(batch)
+        pooled.append(np.concatenate([np.abs(g).ravel() for g in grads.values()]))
+    values = np.concatenate(pooled).astype(np.float64)
+    hist, _ = np.histogram(values, bins=LOG_BINS)
+    nonzero = values[values > 0]
+    q = np.quantile(values, [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99])
+    summary = {
+        "count": int(values.size),
+        **{f"q{int(p * 100):02d}": float(v) for p, v in zip([0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99], q)},
+        "mean_log10": float(np.log10(nonzero).mean()) if nonzero.size else float("-inf"),
+        "fraction_below_1e-6": float((values < 1e-6).mean()),
+        "fraction_zero": float((values == 0).mean()),
+    }
+    return {"values": values, "hist": hist, "bins": LOG_BINS, "below": int((values < LOG_BINS[0]).sum()),
+            "summary": summary}

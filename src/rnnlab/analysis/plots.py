@@ -1,0 +1,150 @@
+"""Plots of the analyses (matplotlib, drawn off screen). Every function writes one PNG and
+returns its path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+COLORS = {"rnn": "#d62728", "gru": "#1f77b4", "lstm": "#2ca02c"}
+
+
+def _color(name: str):
+    for key, color in COLORS.items():
+        if name.lower().startswith(key):
+            return color
+    return None
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_gradient_flow(curves: dict[str, np.ndarray], path, title: str = "Gradient reaching each step") -> Path:
+    """curves: name → (T,) ‖∂L/∂h_t‖ (log scale)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for name, values in curves.items():
+        ax.semilogy(np.arange(1, len(values) + 1), np.maximum(values, 1e-30), label=name, color=_color(name), lw=2)
+    ax.set_xlabel("time step t")
+    ax.set_ylabel("mean ‖∂L/∂h_t‖")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_bptt_depth(curves: dict[str, dict], path) -> Path:
+    """curves: name → bptt_depth() result; norm and per-step increment against back steps."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for name, r in curves.items():
+        axes[0].plot(r["k"], r["norm"], "o-", label=name, color=_color(name))
+        axes[1].semilogy(r["k"], np.maximum(r["increment"], 1e-30), "o-", label=name, color=_color(name))
+    axes[0].set(xlabel="back steps k", ylabel="‖∂L/∂W_h‖", title="Recurrent gradient vs BPTT depth")
+    axes[1].set(xlabel="back steps k", ylabel="‖g_k − g_(k−1)‖", title="What the k-th step back adds")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return _save(fig, path)
+
+
+def plot_gradient_distribution(dists: dict[str, dict], path) -> Path:
+    """dists: name → gradient_distribution() result; histograms of |g| on log bins, side by side."""
+    fig, axes = plt.subplots(1, len(dists), figsize=(5 * len(dists), 3.8), sharey=True, squeeze=False)
+    for ax, (name, d) in zip(axes[0], dists.items()):
+        bins = d["bins"]
+        frac = d["hist"] / max(d["summary"]["count"], 1)
+        ax.bar(bins[:-1], frac, width=np.diff(bins), align="edge", color=_color(name) or "grey", alpha=0.8)
+        ax.set_xscale("log")
+        s = d["summary"]
+        ax.set_title(f"{name}: median {s['q50']:.1e}, <1e-6: {100 * s['fraction_below_1e-6']:.1f}%")
+        ax.set_xlabel("|∂L_i/∂θ| (per example, pooled)")
+    axes[0][0].set_ylabel("fraction of coefficients")
+    return _save(fig, path)
+
+
+def plot_discrepancy_lines(records: list[dict], cell: str, init: str, path, ks=(1, 2, 5, 10, 20)) -> Path:
+    """D(l, k) against l, one line per k, for one cell and draw distribution."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for k in ks:
+        rows = sorted((r for r in records if r["cell"] == cell and r["init"] == init and r["k"] == k),
+                      key=lambda r: r["l"])
+        if rows:
+            ax.plot([r["l"] for r in rows], [r["D"] for r in rows], label=f"k = {k}")
+    ax.set(xlabel="word length l", ylabel="D(l, k)", title=f"(l,k)-discrepancy: {cell}, {init} draws")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_discrepancy_heatmaps(records: list[dict], init: str, path) -> Path:
+    """log10 D(l, k) as heatmaps, one panel per cell, for one draw distribution."""
+    cells = list(dict.fromkeys(r["cell"] for r in records))
+    fig, axes = plt.subplots(1, len(cells), figsize=(5.2 * len(cells), 4), squeeze=False)
+    for ax, cell in zip(axes[0], cells):
+        rows = [r for r in records if r["cell"] == cell and r["init"] == init]
+        ls, ks = sorted({r["l"] for r in rows}), sorted({r["k"] for r in rows})
+        grid = np.full((len(ks), len(ls)), np.nan)
+        for r in rows:
+            grid[ks.index(r["k"]), ls.index(r["l"])] = np.log10(max(r["D"], 1e-12))
+        im = ax.imshow(grid, aspect="auto", origin="lower", extent=(ls[0] - 0.5, ls[-1] + 0.5, ks[0] - 0.5,
+                                                                      ks[-1] + 0.5), cmap="viridis", vmin=-6, vmax=1)
+        ax.set(xlabel="word length l", ylabel="hidden units k", title=f"log10 D(l, k): {cell} ({init})")
+        fig.colorbar(im, ax=ax)
+    return _save(fig, path)
+
+
+def plot_heatmap(matrix: np.ndarray, xlabels, ylabels, path, title: str, vmin=None, vmax=None) -> Path:
+    """matrix (rows, steps): e.g. hidden units or output symbols (rows) along a string (columns)."""
+    fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(xlabels) + 2), max(2.5, 0.28 * len(ylabels) + 1.2)))
+    im = ax.imshow(matrix, aspect="auto", cmap="magma", vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(len(xlabels)), labels=list(xlabels))
+    ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax)
+    return _save(fig, path)
+
+
+def plot_trajectories(trajectories: np.ndarray, labels: np.ndarray, path, per_class: int = 3) -> Path:
+    """trajectories (inputs, T, units); a few units of each class, every input a thin line."""
+    classes = [c for c in ("transient", "accumulating", "oscillating") if (labels == c).any()]
+    fig, axes = plt.subplots(1, max(len(classes), 1), figsize=(4.5 * max(len(classes), 1), 3.6), squeeze=False)
+    for ax, c in zip(axes[0], classes):
+        for u in np.flatnonzero(labels == c)[:per_class]:
+            for series in trajectories[:, :, u]:
+                ax.plot(series, lw=0.8, alpha=0.6)
+        ax.set(title=f"{c} units ({int((labels == c).sum())})", xlabel="time step", ylabel="activation")
+    return _save(fig, path)
+
+
+def plot_jacobian_spectrum(spectra: dict[str, np.ndarray], path) -> Path:
+    """spectra: name → (T, B, S) eigenvalue moduli; the largest modulus along time (mean over B)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for name, eig in spectra.items():
+        ax.plot(eig[:, :, 0].mean(axis=1), label=name, color=_color(name), lw=2)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set(xlabel="time step", ylabel="largest |eigenvalue| of ∂s_t/∂s_(t−1)", title="Recurrent Jacobian")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_learning_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path, xlabel: str, ylabel: str,
+                         title: str) -> Path:
+    """curves: name → (x, y); e.g. test NLL against epochs or against seconds."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for name, (x, y) in curves.items():
+        ax.plot(x, y, label=name, color=_color(name), lw=2)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)

@@ -1,0 +1,110 @@
+"""Run an analysis and write its files (CSV/JSON + PNG) into a folder; used by ``rnnlab analyze``
+and by the experiments. Each function returns the numbers it computed and the paths it wrote."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rnnlab.analysis import plots
+from rnnlab.analysis.discrepancy import discrepancy
+from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, lyapunov_exponent, states_and_outputs
+from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.models import Batch, RecurrentModel
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_discrepancy(out: Path, cells=("rnn", "gru"), inits=("normal", "xavier", "uniform"), max_k: int = 20,
+                      max_l: int = 50, draws: int = 2000, seed: int = 0) -> dict[str, Any]:
+    out = Path(out)
+    records = discrepancy(cells, inits, range(1, max_k + 1), max_l, draws, seed)
+    files = [write_csv(out / "discrepancy.csv", records)]
+    for init in inits:
+        files.append(plots.plot_discrepancy_heatmaps(records, init, out / f"discrepancy_heatmap_{init}.png"))
+    for cell in cells:
+        ks = [k for k in (1, 2, 5, 10, 20) if k <= max_k]
+        files.append(plots.plot_discrepancy_lines(records, cell, inits[0], out / f"discrepancy_{cell}_{inits[0]}.png",
+                                                  ks))
+    return {"records": records, "files": files}
+
+
+def write_gradient_flow(models: dict[str, RecurrentModel], batch: Batch, out: Path, max_steps: int = 20) -> dict:
+    """Per-step ‖∂L/∂h_t‖ (top layer) and the BPTT-depth curve of every model, on the same batch."""
+    out = Path(out)
+    flows = {name: gradient_flow(m, batch) for name, m in models.items()}
+    depth_steps = min(max_steps, batch.x.shape[0])
+    depths = {name: bptt_depth(m, batch, depth_steps) for name, m in models.items()}
+    rows = [{"model": name, "layer": layer, "t": t + 1, "norm": float(v)}
+            for name, f in flows.items() for layer, series in enumerate(f["norms"]) for t, v in enumerate(series)]
+    depth_rows = [{"model": name, "back_steps": int(k), "norm": float(n), "increment": float(i), "full": d["full"]}
+                  for name, d in depths.items() for k, n, i in zip(d["k"], d["norm"], d["increment"])]
+    files = [write_csv(out / "gradient_flow.csv", rows), write_csv(out / "bptt_depth.csv", depth_rows),
+             plots.plot_gradient_flow({n: f["norms"][-1] for n, f in flows.items()}, out / "gradient_flow.png"),
+             plots.plot_bptt_depth(depths, out / "bptt_depth.png")]
+    summary = {name: {"first_over_last": float(f["relative"][-1][0])} for name, f in flows.items()}
+    return {"flows": flows, "depths": depths, "summary": summary, "files": files}
+
+
+def write_gradient_distribution(models: dict[str, RecurrentModel], data, out: Path,
+                                max_examples: int | None = 256) -> dict:
+    out = Path(out)
+    dists = {name: gradient_distribution(m, data, max_examples) for name, m in models.items()}
+    summary = {name: d["summary"] for name, d in dists.items()}
+    path = out / "gradient_distribution.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2))
+    files = [path, plots.plot_gradient_distribution(dists, out / "gradient_distribution.png")]
+    return {"summary": summary, "files": files}
+
+
+def write_hidden(model: RecurrentModel, name: str, inputs: dict[str, np.ndarray], symbols: dict[str, list[str]],
+                 output_labels: list[str], out: Path) -> dict:
+    """Heatmaps of hidden states and outputs along each input (S2's figures 3, 4, 6-8)."""
+    out = Path(out)
+    files, numbers = [], {}
+    for label, x in inputs.items():
+        r = states_and_outputs(model, x)
+        xs = symbols[label]
+        files.append(plots.plot_heatmap(r["states"].T, xs, [f"h{i}" for i in range(r["states"].shape[1])],
+                                        out / f"hidden_{name}_{label}.png", f"{name}: hidden states along {label}"))
+        files.append(plots.plot_heatmap(r["outputs"].T, xs, output_labels, out / f"outputs_{name}_{label}.png",
+                                        f"{name}: outputs along {label}", vmin=0, vmax=1))
+        numbers[label] = {"states": r["states"].tolist(), "outputs": r["outputs"].tolist()}
+    return {"numbers": numbers, "files": files}
+
+
+def write_dynamics(models: dict[str, RecurrentModel], x: np.ndarray, out: Path) -> dict:
+    """Trajectories and unit classes of the top layer, recurrent-Jacobian spectra of the first layer
+    and the largest Lyapunov exponent, for dense inputs x (T, B, input_size)."""
+    out = Path(out)
+    files, summary, spectra = [], {}, {}
+    for name, m in models.items():
+        _, _, hs = m.forward(Batch(x, np.zeros(x.shape[:2], np.int64)))
+        trajectories = hs.transpose(1, 0, 2)                             # (inputs, T, units)
+        classes = classify_units(trajectories)
+        files.append(plots.plot_trajectories(trajectories, classes["labels"], out / f"trajectories_{name}.png"))
+        first = m.rnn.layers[0]
+        spec = jacobian_spectrum(first, np.asarray(x, first.dtype))
+        spectra[name] = spec["eigenvalue_moduli"]
+        lyap = lyapunov_exponent(first, np.asarray(x, first.dtype))
+        summary[name] = {"unit_classes": classes["counts"],
+                         "largest_eigenvalue_modulus_mean": float(spec["eigenvalue_moduli"][..., 0].mean()),
+                         "largest_singular_value_mean": float(spec["singular_values"][..., 0].mean()),
+                         "lyapunov_exponent": float(lyap["exponent"].mean())}
+    files.append(plots.plot_jacobian_spectrum(spectra, out / "jacobian_spectrum.png"))
+    path = out / "dynamics.json"
+    path.write_text(json.dumps(summary, indent=2))
+    files.append(path)
+    return {"summary": summary, "files": files}

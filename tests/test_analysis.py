@@ -1,0 +1,206 @@
+"""Each analysis against a case computed independently here."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rnnlab
+from rnnlab.analysis.discrepancy import discrepancy_curve, draw_weights, trained_discrepancy
+from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, jacobians, lyapunov_exponent
+from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.models import Batch, RecurrentModel
+from rnnlab.train import SequenceData
+
+
+def sig(a):
+    return 1 / (1 + np.exp(-a))
+
+
+# -- discrepancy ----------------------------------------------------------------------------------
+
+
+def test_d1_of_a_one_unit_sigmoid_rnn_by_hand():
+    """l = 1, k = 1: h_u = σ(w_0), h_v = σ(w_1), so D = mean |σ(w_0) − σ(w_1)| over the draws."""
+    draws, seed = 500, 11
+    w = np.random.default_rng(seed).normal(size=(draws, 2, 1))  # W_x is drawn first
+    expected = np.abs(sig(w[:, 0, 0]) - sig(w[:, 1, 0])).mean()
+    D, se = discrepancy_curve("rnn", 1, "normal", max_l=1, draws=draws, seed=seed)
+    assert D[0] == pytest.approx(expected, rel=1e-12)
+    assert se[0] == pytest.approx(np.abs(sig(w[:, 0, 0]) - sig(w[:, 1, 0])).std(ddof=1) / np.sqrt(draws))
+
+
+@pytest.mark.parametrize("init", ["normal", "xavier", "uniform"])
+@pytest.mark.parametrize("cell", ["rnn", "gru"])
+def test_discrepancy_equals_a_per_draw_loop(cell, init):
+    """The vectorised D(l,k) against a plain loop over draws with the S2 equations written out."""
+    draws, k, L, seed = 40, 3, 6, 5
+    D, _ = discrepancy_curve(cell, k, init, max_l=L, draws=draws, seed=seed)
+    rng = np.random.default_rng(seed)
+    gates = 1 if cell == "rnn" else 3
+    Wx = draw_weights(rng, draws, 2, gates * k, init)
+    Wh = draw_weights(rng, draws, k, gates * k, init)
+    dists = np.zeros((draws, L))
+    for p in range(draws):
+        states = []
+        for word in ("u", "v"):
+            h = np.zeros(k)
+            row = []
+            for t in range(L):
+                x = np.array([0.0, 1.0]) if (word == "v" and t == 0) else np.array([1.0, 0.0])
+                if cell == "rnn":
+                    h = sig(x @ Wx[p] + h @ Wh[p])
+                else:  # Cho GRU, gate order r, z, n; z weights the old state
+                    xr, xz, xn = np.split(x @ Wx[p], 3)
+                    Ur, Uz, Un = np.split(Wh[p], 3, axis=1)
+                    r, z = sig(xr + h @ Ur), sig(xz + h @ Uz)
+                    n = np.tanh(xn + (r * h) @ Un)
+                    h = (1 - z) * n + z * h
+                row.append(h)
+            states.append(np.array(row))
+        dists[p] = np.linalg.norm(states[0] - states[1], axis=1)
+    np.testing.assert_allclose(D, dists.mean(axis=0), rtol=1e-10)
+
+
+def test_vanilla_forgets_and_gru_remembers():
+    rnn, _ = discrepancy_curve("rnn", 10, "normal", max_l=30, draws=500)
+    gru, _ = discrepancy_curve("gru", 10, "normal", max_l=30, draws=500)
+    assert rnn[-1] < 0.05 * rnn[0] and gru[-1] > 0.3 * gru[0]
+
+
+def test_trained_discrepancy_of_identical_inputs_is_zero():
+    model = RecurrentModel("gru", 7, 5, 7, head="steps", one_hot=True, seed=0)
+    a, b = np.array([0, 1, 3, 4]), np.array([0, 5, 3, 4])
+    assert not trained_discrepancy(model, a, a).any()
+    assert trained_discrepancy(model, a, b)[1] > 0
+
+
+def test_cli_writes_discrepancy_csv_and_plots(tmp_path):
+    subprocess.run([sys.executable, "-m", "rnnlab.cli", "analyze", "discrepancy", "--cells", "rnn,gru", "--draws", "30",
+                    "--max-l", "5", "--max-k", "3", "--out", str(tmp_path)], check=True, capture_output=True)
+    rows = list(csv.DictReader(open(tmp_path / "discrepancy.csv")))
+    assert list(rows[0]) == ["cell", "init", "l", "k", "D", "se"]
+    assert len(rows) == 2 * 3 * 5 * 3 and {r["init"] for r in rows} == {"normal", "xavier", "uniform"}
+    assert (tmp_path / "discrepancy_heatmap_normal.png").stat().st_size > 1000
+
+
+# -- gradient flow ------------------------------------------------------------------------------
+
+
+def _model_and_batch(cell="rnn", T=6, B=3):
+    rng = np.random.default_rng(0)
+    model = RecurrentModel(cell, 2, 4, 3, head="steps", seed=1, dtype=np.float64)
+    return model, Batch(rng.normal(size=(T, B, 2)), rng.integers(0, 3, size=(T, B)))
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_state_gradients_match_finite_differences(cell):
+    """dL/dh_t from the backward pass against perturbing h_t and rerunning the rest of the sequence."""
+    model, batch = _model_and_batch(cell)
+    T, B = batch.x.shape[:2]
+    buf = [np.zeros((T, B, 4))]
+    model.loss_and_grads(batch, dh_out=buf)
+    layer = model.rnn.layers[0]
+    _, cache = layer.forward(batch.x)
+
+    def loss_with_state(t, state):
+        later, _ = layer.forward(batch.x[t + 1:], state) if t + 1 < T else (np.zeros((0, B, 4)), None)
+        hs = np.concatenate([cache.states[0][:t], state[0][None] if cell == "lstm" else state[None], later])
+        y, _ = model.readout.forward(hs)
+        return rnnlab.softmax_cross_entropy(y, batch.y)[0]
+
+    for t in (0, 2, T - 1):
+        h_t = cache.states[0][t]
+        state = (h_t, cache.states[1][t]) if cell == "lstm" else h_t
+        numeric = np.zeros_like(h_t)
+        for idx in np.ndindex(h_t.shape):
+            for sign in (1, -1):
+                h = h_t.copy()
+                h[idx] += sign * 1e-6
+                s = (h, state[1]) if cell == "lstm" else h
+                numeric[idx] += sign * loss_with_state(t, s) / 2e-6
+        np.testing.assert_allclose(buf[0][t], numeric, atol=1e-8)
+    flow = gradient_flow(model, batch)
+    np.testing.assert_allclose(flow["norms"][0], np.linalg.norm(buf[0], axis=-1).mean(axis=1))
+
+
+def test_bptt_depth_reaches_full_bptt():
+    model, batch = _model_and_batch("gru", T=5)
+    r = bptt_depth(model, batch, max_steps=5)
+    assert r["norm"][-1] == pytest.approx(r["full"]) and r["increment"][-1] == pytest.approx(0, abs=1e-15)
+    assert r["increment"][0] > 0
+
+
+def test_gradient_distribution_pools_every_coefficient():
+    rng = np.random.default_rng(0)
+    data = SequenceData([rng.normal(size=(4, 2)) for _ in range(5)], rng.integers(0, 2, size=5))
+    model = RecurrentModel("rnn", 2, 3, 2, seed=0)
+    d = gradient_distribution(model, data)
+    assert d["summary"]["count"] == 5 * model.num_params() == d["values"].size
+    assert d["hist"].sum() + d["below"] + (d["values"] >= d["bins"][-1]).sum() == d["values"].size
+    assert d["summary"]["fraction_below_1e-6"] == pytest.approx((d["values"] < 1e-6).mean())
+
+
+# -- dynamics -------------------------------------------------------------------------------------
+
+
+def test_unit_classifier_on_constructed_signals():
+    rng = np.random.default_rng(0)
+    t = np.arange(40)
+    inputs = []
+    for _ in range(30):
+        sine = np.sin(2 * np.pi * t / 8 + rng.uniform(0, 6))
+        walk = np.cumsum(rng.normal(size=40))
+        noise = rng.normal(size=40)
+        decay = rng.normal() * np.exp(-t / 3)
+        inputs.append(np.stack([sine, walk, noise, decay], axis=-1))
+    result = classify_units(np.array(inputs))
+    assert list(result["labels"]) == ["oscillating", "accumulating", "transient", "transient"]
+    assert result["counts"] == {"transient": 2, "accumulating": 1, "oscillating": 1}
+    with pytest.raises(ValueError, match="trajectories"):
+        classify_units(np.zeros((3, 4)))
+
+
+def _linear_rnn():
+    """A ReLU RNN whose pre-activations stay positive is linear: J_t = W_hᵀ at every step."""
+    rng = np.random.default_rng(0)
+    cell = rnnlab.RNN(3, 5, activation="relu", bias=False, seed=0)
+    cell.params["W_h"] = np.abs(rng.normal(size=(5, 5))) * 0.25
+    cell.params["W_x"] = np.abs(cell.params["W_x"]) + 0.1
+    return cell, np.abs(rng.normal(size=(8, 2, 3))) + 0.1
+
+
+def test_jacobian_spectrum_of_a_linear_rnn_is_the_eigenvalues_of_w():
+    cell, x = _linear_rnn()
+    spec = jacobian_spectrum(cell, x)
+    expected = np.sort(np.abs(np.linalg.eigvals(cell.params["W_h"])))[::-1]
+    for t in range(x.shape[0]):
+        for b in range(x.shape[1]):
+            np.testing.assert_allclose(spec["eigenvalue_moduli"][t, b], expected, rtol=1e-10)
+    sv = np.linalg.svd(cell.params["W_h"], compute_uv=False)
+    np.testing.assert_allclose(spec["singular_values"][0, 0], sv, rtol=1e-10)
+    lyap = lyapunov_exponent(cell, np.concatenate([x] * 25))
+    assert lyap["exponent"] == pytest.approx(np.log(expected[0]), abs=0.02)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_jacobians_match_finite_differences(kind):
+    cell = rnnlab.make_cell(kind, 2, 3, seed=4)
+    x = np.random.default_rng(1).normal(size=(3, 1, 2))
+    J = jacobians(cell, x)
+    _, cache = cell.forward(x)
+    parts = [s[0, 0] for s in cache.states]
+    s0 = np.concatenate(parts)
+    n = len(s0)
+
+    def step(s):
+        h0 = (s[None, :3], s[None, 3:]) if kind == "lstm" else s[None]
+        _, c = cell.forward(x[1:2], h0)
+        return np.concatenate([st[0, 0] for st in c.states])
+
+    numeric = np.stack([(step(s0 + 1e-6 * e) - step(s0 - 1e-6 * e)) / 2e-6 for e in np.eye(n)], axis=1)
+    np.testing.assert_allclose(J[1, 0], numeric, atol=1e-8)
