@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rnnlab.experiments.settings import build, convert, default_settings, jsonable, settings_table, train_config
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -60,94 +60,13 @@ def _demo(args: argparse.Namespace) -> int:
 # -- train / evaluate -------------------------------------------------------------------------
 
 
-def _optional_int(text: str) -> int | None:
-    return None if str(text).lower() in ("none", "full") else int(text)
-
-
-def _optional_float(text: str) -> float | None:
-    return None if str(text).lower() == "none" else float(text)
-
-
-def _int_list(text: Any) -> list[int]:
-    if isinstance(text, (list, tuple)):
-        return [int(v) for v in text]
-    return [int(v) for v in str(text).split(",") if v.strip()]
-
-
-def _bool(text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    if str(text).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(text).lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str                      # as in TOML files and TrainConfig; the flag is --name-with-dashes
-    default: Any
-    convert: Callable[[Any], Any]
-    help: str
-    choices: tuple | None = None
-
-
-def _settings() -> list[Setting]:
-    from rnnlab.data.tasks import TASKS
-    from rnnlab.optim import OPTIMIZERS, SCHEDULES
-
-    return [
-        Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
-        Setting("cell", "rnn", str, "recurrent cell", ("rnn", "gru", "lstm")),
-        Setting("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)",
-                ("cudnn", "cho")),
-        Setting("activation", "tanh", str, "vanilla RNN activation", ("tanh", "sigmoid", "relu")),
-        Setting("hidden", 64, int, "hidden units per layer"),
-        Setting("layers", 1, int, "stacked recurrent layers"),
-        Setting("bias", True, _bool, "use biases"),
-        Setting("recurrent_bias", False, _bool, "a second, recurrent bias per gate as PyTorch counts them"),
-        Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
-        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1)"),
-        Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
-        Setting("lr", 1e-3, float, "initial learning rate"),
-        Setting("momentum", 0.0, float, "SGD momentum"),
-        Setting("weight_decay", 0.0, float, "L2 weight decay added to the gradients"),
-        Setting("epochs", 10, int, "training epochs"),
-        Setting("batch_size", 32, int, "sequences per update"),
-        Setting("back_steps", None, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
-        Setting("clip", None, _optional_float, "clip gradients to this global L2 norm (none = off)"),
-        Setting("clip_value", None, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
-        Setting("schedule", "constant", str, "learning-rate schedule", tuple(SCHEDULES)),
-        Setting("milestones", [20], _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
-                "by --gamma"),
-        Setting("gamma", 0.5, float, "step/exponential schedule factor"),
-        Setting("decay_start", 4, int, "exponential schedule: first epoch that decays"),
-        Setting("anneal", 0.0, float, "anneal schedule: lr0 * a / (a + epoch)"),
-        Setting("weight_noise", 0.0, float, "std of Gaussian weight noise for each gradient (S3)"),
-        Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
-        Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
-        Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
-    ]
-
-
 def _add_settings(parser: argparse.ArgumentParser) -> None:
-    for s in _settings():
+    for s in settings_table():
         flag = "--" + s.name.replace("_", "-")
         shown = s.default if not isinstance(s.default, list) else ",".join(map(str, s.default))
         choices = f" {{{','.join(s.choices)}}}" if s.choices else ""
         parser.add_argument(flag, dest=s.name, default=None, metavar=s.name.upper(),
                             help=f"{s.help}{choices} (default: {shown})")
-
-
-def _convert(setting: Setting, value: Any, where: str) -> Any:
-    try:
-        value = setting.convert(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: invalid value {value!r} for {setting.name} ({err})") from None
-    if setting.choices and value not in setting.choices:
-        raise ValueError(f"{where}: invalid value {value!r} for {setting.name}; expected one of {setting.choices}")
-    return value
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -167,60 +86,40 @@ def _read_toml(path: str) -> dict[str, Any]:
 
 def resolve_settings(args: argparse.Namespace) -> dict[str, Any]:
     """Built-in defaults < the task's study defaults < --config TOML < command-line flags."""
-    table = {s.name: s for s in _settings()}
+    table = {s.name: s for s in settings_table()}
     from_file = _read_toml(args.config) if args.config else {}
     unknown = sorted(set(from_file) - set(table))
     if unknown:
         raise ValueError(f"--config {args.config}: unknown setting(s) {unknown}; expected names from {sorted(table)}")
     flags = {name: getattr(args, name) for name in table if getattr(args, name) is not None}
-    task = _convert(table["task"], flags.get("task", from_file.get("task", table["task"].default)), "--task")
+    task = convert(table["task"], flags.get("task", from_file.get("task", table["task"].default)), "--task")
     from rnnlab.data.tasks import STUDY_DEFAULTS
 
     task_defaults = STUDY_DEFAULTS.get(task, {})
     settings = {}
     for name, s in table.items():
         if name in flags:
-            settings[name] = _convert(s, flags[name], "--" + name.replace("_", "-"))
+            settings[name] = convert(s, flags[name], "--" + name.replace("_", "-"))
         elif name in from_file:
-            settings[name] = _convert(s, from_file[name], f"--config {args.config}")
+            settings[name] = convert(s, from_file[name], f"--config {args.config}")
         elif name in task_defaults:
-            settings[name] = _convert(s, task_defaults[name], f"task {task}")
+            settings[name] = convert(s, task_defaults[name], f"task {task}")
         else:
             settings[name] = s.default
     return settings
 
 
-def _cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
-              "init_scale": settings["init_scale"]}
-    if settings["cell"] == "gru":
-        kwargs["variant"] = settings["variant"]
-    if settings["cell"] == "rnn":
-        kwargs["activation"] = settings["activation"]
-    return kwargs
-
-
-def _build(settings: dict[str, Any]):
-    from rnnlab.data.tasks import build_model, get_task
-
-    task = get_task(settings["task"], seed=settings["seed"])
-    model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
-                        dtype=np.dtype(settings["dtype"]), **_cell_kwargs(settings))
-    return task, model
-
-
 def _train(args: argparse.Namespace) -> int:
-    from rnnlab.train import TrainConfig, TrainingDiverged, fit
+    from rnnlab.train import TrainingDiverged, fit
 
     settings = resolve_settings(args)
-    task, model = _build(settings)
-    names = {f.name for f in fields(TrainConfig)}
-    config = TrainConfig(**{k: v for k, v in settings.items() if k in names}, progress=not args.quiet)
+    task, model = build(settings)
+    config = train_config(settings, progress=not args.quiet)
     out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
     print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
-                     resume=args.resume, run_info={"settings": settings, "task_info": _jsonable(task.info)},
+                     resume=args.resume, run_info={"settings": settings, "task_info": jsonable(task.info)},
                      extra_metrics=task.extra_metrics)
     except TrainingDiverged as err:
         print(f"rnnlab train: {err}", file=sys.stderr)
@@ -231,16 +130,6 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
-    """Task facts small enough for result.json (long per-item lists are left out)."""
-    out = {}
-    for k, v in info.items():
-        if isinstance(v, (list, dict)) and len(json.dumps(v, default=float)) > 2000:
-            continue
-        out[k] = json.loads(json.dumps(v, default=float))
-    return out
-
-
 def _evaluate(args: argparse.Namespace) -> int:
     from rnnlab.train import evaluate, load_checkpoint, load_params
 
@@ -248,7 +137,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     settings = meta.get("run", {}).get("settings")
     if not settings:
         raise ValueError(f"checkpoint {args.checkpoint}: no run settings recorded; cannot rebuild the model")
-    task, model = _build(settings)
+    task, model = build(settings)
     has_best = any(k.startswith("best/") for k in arrays)
     which = "best" if has_best and not args.last else "param"
     load_params(model, arrays, which, args.checkpoint)
@@ -295,16 +184,6 @@ def _data(args: argparse.Namespace) -> int:
 # -- analyze -------------------------------------------------------------------------------------
 
 
-def _default_settings(task: str, **overrides: Any) -> dict[str, Any]:
-    from rnnlab.data.tasks import STUDY_DEFAULTS
-
-    settings = {s.name: s.default for s in _settings()}
-    settings.update(STUDY_DEFAULTS.get(task, {}))
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    settings["task"] = task
-    return settings
-
-
 def _analysis_models(args: argparse.Namespace):
     """(task, {name: model}) from --checkpoint files, or untrained models from --task/--cells."""
     from rnnlab.train import load_checkpoint, load_params
@@ -317,13 +196,13 @@ def _analysis_models(args: argparse.Namespace):
             settings = meta.get("run", {}).get("settings")
             if not settings:
                 raise ValueError(f"checkpoint {path}: no run settings recorded; cannot rebuild the model")
-            task, model = _build(settings)
+            task, model = build(settings)
             load_params(model, arrays, "best" if any(k.startswith("best/") for k in arrays) else "param", path)
             models[f"{settings['cell']}-{settings['hidden']}"] = model
         return task, models
     for cell in args.cells.split(","):
-        settings = _default_settings(args.task, cell=cell, hidden=args.hidden, seed=args.seed)
-        task, model = _build(settings)
+        settings = default_settings(args.task, cell=cell, hidden=args.hidden, seed=args.seed)
+        task, model = build(settings)
         models[f"{cell}-{settings['hidden']}"] = model
     return task, models
 
@@ -392,6 +271,45 @@ def _hidden(task, models, args, out, Batch):
     return {"files": files, "summary": summary}
 
 
+# -- experiments ---------------------------------------------------------------------------------
+
+
+def _run_experiment(exp, args: argparse.Namespace) -> int:
+    from rnnlab.experiments.runner import run_experiment
+    from rnnlab.report import write_report
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
+    results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
+                             force=args.force, progress=True)
+    exp_dir = Path(args.out) / exp.name
+    html_path, md_path = write_report(results, exp_dir)
+    print(md_path.read_text().split("## Figures")[0].split("## Settings")[0])
+    print(f"report: {html_path.resolve()}\n(also {md_path}, results.json, results.csv)")
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    return _run_experiment(EXPERIMENTS[args.name], args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rnnlab.experiments.studies import COMPARE
+
+    return _run_experiment(COMPARE, args)
+
+
+def _experiment_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per configuration")
+    parser.add_argument("--workers", type=int, default=None, help="parallel worker processes (default: CPU cores)")
+    parser.add_argument("--quick", action="store_true", help="shrink data and epochs to run in seconds (a first try; "
+                        "the report says so)")
+    parser.add_argument("--force", action="store_true", help="retrain configurations that are already done")
+    parser.add_argument("--out", default="runs", help="folder that receives NAME/ with the results and report")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnlab",
@@ -458,6 +376,25 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--seed", type=int, default=0, help="random seed")
     an.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-ANALYSIS)")
     an.set_defaults(run=_analyze)
+
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    rep = sub.add_parser("reproduce", help="rerun a study over seeds and write its report",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                         description="Trains every configuration of a study over seeds in parallel workers (finished "
+                         "runs are kept and skipped), runs its analyses, and writes runs/NAME/ with results.json, "
+                         "results.csv, the plots, report.html and report.md.")
+    rep.add_argument("name", choices=tuple(EXPERIMENTS), help="the study to rerun")
+    _experiment_options(rep)
+    rep.set_defaults(run=_reproduce)
+
+    cmp = sub.add_parser("compare", help="the main job: RNN vs GRU vs LSTM on synthetic tasks, with a report",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                         description="Embedded Reber, the sign-of-the-mean task, the (l,k)-discrepancy and the "
+                         "gradient through time, on built-in synthetic data (no download); writes "
+                         "runs/compare/report.html.")
+    _experiment_options(cmp)
+    cmp.set_defaults(run=_compare)
     return parser
 
 

@@ -21,7 +21,7 @@ def _color(name: str):
     return None
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -40,7 +40,7 @@ def plot_gradient_flow(curves: dict[str, np.ndarray], path, title: str = "Gradie
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_bptt_depth(curves: dict[str, dict], path) -> Path:
@@ -54,7 +54,7 @@ def plot_bptt_depth(curves: dict[str, dict], path) -> Path:
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_gradient_distribution(dists: dict[str, dict], path) -> Path:
@@ -69,7 +69,7 @@ def plot_gradient_distribution(dists: dict[str, dict], path) -> Path:
         ax.set_title(f"{name}: median {s['q50']:.1e}, <1e-6: {100 * s['fraction_below_1e-6']:.1f}%")
         ax.set_xlabel("|∂L_i/∂θ| (per example, pooled)")
     axes[0][0].set_ylabel("fraction of coefficients")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_discrepancy_lines(records: list[dict], cell: str, init: str, path, ks=(1, 2, 5, 10, 20)) -> Path:
@@ -83,7 +83,7 @@ def plot_discrepancy_lines(records: list[dict], cell: str, init: str, path, ks=(
     ax.set(xlabel="word length l", ylabel="D(l, k)", title=f"(l,k)-discrepancy: {cell}, {init} draws")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_discrepancy_heatmaps(records: list[dict], init: str, path) -> Path:
@@ -100,7 +100,7 @@ def plot_discrepancy_heatmaps(records: list[dict], init: str, path) -> Path:
                                                                       ks[-1] + 0.5), cmap="viridis", vmin=-6, vmax=1)
         ax.set(xlabel="word length l", ylabel="hidden units k", title=f"log10 D(l, k): {cell} ({init})")
         fig.colorbar(im, ax=ax)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_heatmap(matrix: np.ndarray, xlabels, ylabels, path, title: str, vmin=None, vmax=None) -> Path:
@@ -111,7 +111,7 @@ def plot_heatmap(matrix: np.ndarray, xlabels, ylabels, path, title: str, vmin=No
     ax.set_yticks(range(len(ylabels)), labels=list(ylabels))
     ax.set_title(title)
     fig.colorbar(im, ax=ax)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_trajectories(trajectories: np.ndarray, labels: np.ndarray, path, per_class: int = 3) -> Path:
@@ -123,7 +123,7 @@ def plot_trajectories(trajectories: np.ndarray, labels: np.ndarray, path, per_cl
             for series in trajectories[:, :, u]:
                 ax.plot(series, lw=0.8, alpha=0.6)
         ax.set(title=f"{c} units ({int((labels == c).sum())})", xlabel="time step", ylabel="activation")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_jacobian_spectrum(spectra: dict[str, np.ndarray], path) -> Path:
@@ -135,7 +135,7 @@ def plot_jacobian_spectrum(spectra: dict[str, np.ndarray], path) -> Path:
     ax.set(xlabel="time step", ylabel="largest |eigenvalue| of ∂s_t/∂s_(t−1)", title="Recurrent Jacobian")
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_learning_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path, xlabel: str, ylabel: str,
@@ -147,4 +147,4 @@ def plot_learning_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path,
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)

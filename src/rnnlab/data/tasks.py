@@ -226,11 +226,14 @@ def linzen_agreement_task(vocab_size: int = 10000, n_train: int | None = None, s
                 head="last", input_kind="embedding", vocab_size=len(vocab), info=info)
 
 
-def ptb_task(bptt: int = 20) -> Task:
-    """Word-level Penn Treebank as token streams with ``<eos>`` (Zaremba et al. 2014)."""
+def ptb_task(bptt: int = 20, max_tokens: int | None = None, seed: int = 0) -> Task:
+    """Word-level Penn Treebank as token streams with ``<eos>`` (Zaremba et al. 2014); ``max_tokens``
+    keeps only the first tokens of each split (quick runs), the vocabulary still comes from all of train."""
     tokens = {split: text.load_ptb_tokens(require_file("ptb", f"ptb.{split}.txt")) for split in ("train", "valid",
                                                                                                    "test")}
     vocab = text.ptb_vocab(tokens["train"])
+    if max_tokens is not None:
+        tokens = {s: t[:max_tokens] for s, t in tokens.items()}
     splits = {("dev" if s == "valid" else s): StreamData(vocab.encode(t), bptt) for s, t in tokens.items()}
     info = {f"{s}_tokens": len(t) for s, t in tokens.items()}
     info["vocab_size"] = len(vocab)
@@ -238,7 +241,7 @@ def ptb_task(bptt: int = 20) -> Task:
                 vocab_size=len(vocab), info=info, defaults=STUDY_DEFAULTS["ptb"])
 
 
-def _sst_task(name: str, classes: int, phrases: bool, seed: int) -> Task:
+def _sst_task(name: str, classes: int, phrases: bool, seed: int = 0, n_train: int | None = None) -> Task:
     kind = "binary" if classes == 2 else "fine"
     data = {split: text.load_sst_sentences(require_file("sst", f"stsa.{kind}.{split}"), classes)
             for split in ("train", "dev", "test")}
@@ -256,6 +259,9 @@ def _sst_task(name: str, classes: int, phrases: bool, seed: int) -> Task:
                 labels.append(label)
         data["train"] = (sents, np.array(labels, dtype=np.int64))
         info["neutral_phrases_dropped"] = dropped
+    if n_train is not None:  # a seeded subset of the training set (quick runs)
+        keep = np.sort(np.random.default_rng(seed).permutation(len(data["train"][0]))[:n_train])
+        data["train"] = ([data["train"][0][i] for i in keep], data["train"][1][keep])
     words = sorted({t for s in data["train"][0] for t in s})
     vocab = text.Vocab(words, unk="<unk>")
     splits = {split: SequenceData([vocab.encode(s) for s in sents], labels) for split, (sents, labels) in data.items()}
@@ -269,16 +275,18 @@ POLYPHONIC_FILES = {"jsb": "JSB_Chorales.mat", "nottingham": "Nottingham.mat", "
                     "piano": "Piano_midi.mat"}
 
 
-def polyphonic_task(dataset: str = "jsb", seed: int = 0) -> Task:
+def polyphonic_task(dataset: str = "jsb", seed: int = 0, max_sequences: int | None = None,
+                    max_length: int | None = None) -> Task:
     """S3: predict the next frame's 88 notes (independent sigmoids); the loss is the NLL per step.
-    The data is fixed, so ``seed`` only exists for a uniform task signature."""
+    The data is fixed, so ``seed`` only exists for a uniform task signature; ``max_sequences`` and
+    ``max_length`` shrink every split (quick runs)."""
     if dataset not in POLYPHONIC_FILES:
         raise ValueError(f"dataset: expected one of {tuple(POLYPHONIC_FILES)}, got {dataset!r}")
     rolls = load_polyphonic(require_file("polyphonic", POLYPHONIC_FILES[dataset]))
     splits, skipped = {}, 0
     for split, seqs in rolls.items():
-        usable = [r for r in seqs if len(r) >= 2]
-        skipped += len(seqs) - len(usable)
+        usable = [r[:max_length] for r in seqs[:max_sequences] if len(r) >= 2]
+        skipped += len(seqs[:max_sequences]) - len(usable)
         splits["dev" if split == "valid" else split] = SequenceData(
             [r[:-1].astype(np.float64) for r in usable], [r[1:].astype(np.float64) for r in usable], per_step=True)
     info = {"sequences": {s: len(v) for s, v in rolls.items()}, "skipped_single_frame_sequences": skipped}
@@ -298,10 +306,10 @@ TASKS: dict[str, Callable[..., Task]] = {
     "nlu-agreement": nlu_agreement_task,
     "linzen-agreement": linzen_agreement_task,
     "ptb": ptb_task,
-    "sst2": lambda seed=0: _sst_task("sst2", 2, False, seed),
-    "sst5": lambda seed=0: _sst_task("sst5", 5, False, seed),
-    "sst2-phrases": lambda seed=0: _sst_task("sst2-phrases", 2, True, seed),
-    "sst5-phrases": lambda seed=0: _sst_task("sst5-phrases", 5, True, seed),
+    "sst2": functools.partial(_sst_task, "sst2", 2, False),
+    "sst5": functools.partial(_sst_task, "sst5", 5, False),
+    "sst2-phrases": functools.partial(_sst_task, "sst2-phrases", 2, True),
+    "sst5-phrases": functools.partial(_sst_task, "sst5-phrases", 5, True),
     **{f"polyphonic-{k}": functools.partial(polyphonic_task, k) for k in POLYPHONIC_FILES},
 }
 SYNTHETIC = ("mean-sign", "reber", "embedded-reber", "adding", "copy")

@@ -1,0 +1,1 @@
+"""Experiments: declarative specs of the studies, run over seeds in parallel workers."""

@@ -1,0 +1,145 @@
+"""Run settings: one table of every setting (name, default, converter, help) shared by
+``rnnlab train``, TOML files and the experiments, and the functions that turn settings into a task,
+a model and a training configuration."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+
+def _optional_int(text: str) -> int | None:
+    return None if str(text).lower() in ("none", "full") else int(text)
+
+
+def _optional_float(text: str) -> float | None:
+    return None if str(text).lower() == "none" else float(text)
+
+
+def _int_list(text: Any) -> list[int]:
+    if isinstance(text, (list, tuple)):
+        return [int(v) for v in text]
+    return [int(v) for v in str(text).split(",") if v.strip()]
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    if str(text).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(text).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str                      # as in TOML files and TrainConfig; the flag is --name-with-dashes
+    default: Any
+    convert: Callable[[Any], Any]
+    help: str
+    choices: tuple | None = None
+
+
+def settings_table() -> list[Setting]:
+    from rnnlab.data.tasks import TASKS
+    from rnnlab.optim import OPTIMIZERS, SCHEDULES
+
+    return [
+        Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
+        Setting("cell", "rnn", str, "recurrent cell", ("rnn", "gru", "lstm")),
+        Setting("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)",
+                ("cudnn", "cho")),
+        Setting("activation", "tanh", str, "vanilla RNN activation", ("tanh", "sigmoid", "relu")),
+        Setting("hidden", 64, int, "hidden units per layer"),
+        Setting("layers", 1, int, "stacked recurrent layers"),
+        Setting("embedding_dim", None, _optional_int, "embedding size of word tasks (none = --hidden)"),
+        Setting("bias", True, _bool, "use biases"),
+        Setting("recurrent_bias", False, _bool, "a second, recurrent bias per gate as PyTorch counts them"),
+        Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
+        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1)"),
+        Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
+        Setting("lr", 1e-3, float, "initial learning rate"),
+        Setting("momentum", 0.0, float, "SGD momentum"),
+        Setting("weight_decay", 0.0, float, "L2 weight decay added to the gradients"),
+        Setting("epochs", 10, int, "training epochs"),
+        Setting("batch_size", 32, int, "sequences per update"),
+        Setting("back_steps", None, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
+        Setting("clip", None, _optional_float, "clip gradients to this global L2 norm (none = off)"),
+        Setting("clip_value", None, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
+        Setting("schedule", "constant", str, "learning-rate schedule", tuple(SCHEDULES)),
+        Setting("milestones", [20], _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
+                "by --gamma"),
+        Setting("gamma", 0.5, float, "step/exponential schedule factor"),
+        Setting("decay_start", 4, int, "exponential schedule: first epoch that decays"),
+        Setting("anneal", 0.0, float, "anneal schedule: lr0 * a / (a + epoch)"),
+        Setting("weight_noise", 0.0, float, "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
+        Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
+        Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
+    ]
+
+
+def convert(setting: Setting, value: Any, where: str) -> Any:
+    try:
+        value = setting.convert(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: invalid value {value!r} for {setting.name} ({err})") from None
+    if setting.choices and value not in setting.choices:
+        raise ValueError(f"{where}: invalid value {value!r} for {setting.name}; expected one of {setting.choices}")
+    return value
+
+
+def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
+              "init_scale": settings["init_scale"]}
+    if settings["cell"] == "gru":
+        kwargs["variant"] = settings["variant"]
+    if settings["cell"] == "rnn":
+        kwargs["activation"] = settings["activation"]
+    return kwargs
+
+
+def build(settings: dict[str, Any], task=None):
+    """(task, model) for a settings dict; ``settings["task_options"]`` (optional) go to the task.
+    A task built before (same name, seed and options) can be passed to skip loading it again."""
+    from rnnlab.data.tasks import build_model, get_task
+
+    if task is None:
+        task = get_task(settings["task"], seed=settings["seed"], **settings.get("task_options", {}))
+    model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
+                        dtype=np.dtype(settings["dtype"]), embedding_dim=settings.get("embedding_dim"),
+                        **cell_kwargs(settings))
+    return task, model
+
+
+def jsonable(info: dict[str, Any]) -> dict[str, Any]:
+    """Task facts small enough for result.json (long per-item lists are left out)."""
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, (list, dict)) and len(json.dumps(v, default=float)) > 2000:
+            continue
+        out[k] = json.loads(json.dumps(v, default=float))
+    return out
+
+
+def default_settings(task: str, **overrides: Any) -> dict[str, Any]:
+    from rnnlab.data.tasks import STUDY_DEFAULTS
+
+    settings = {s.name: s.default for s in settings_table()}
+    settings.update(STUDY_DEFAULTS.get(task, {}))
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    settings["task"] = task
+    return settings
+
+
+def train_config(settings: dict[str, Any], progress: bool = True):
+    """The TrainConfig part of a settings dict."""
+    from rnnlab.train import TrainConfig
+
+    names = {f.name for f in fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in settings.items() if k in names}, progress=progress)

@@ -1,0 +1,142 @@
+"""Reports: ``report.html`` (one self-contained page, plots embedded as data URIs) and ``report.md``
+from an experiment's results dict (``runs/NAME/results.json``)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+METRIC_NAMES = {
+    "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
+    "test_loss": "test loss", "train_loss": "train loss", "dev_loss": "dev loss",
+    "test_perplexity": "test perplexity", "dev_perplexity": "dev perplexity",
+    "train_solved": "train solved", "test_solved": "test solved", "test_final_step_accuracy": "test final T/P right",
+    "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
+}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude < 1e-3 or magnitude >= 1e5):
+        return f"{value:.3g}"
+    return f"{value:.4f}" if magnitude < 10 else f"{value:.2f}"
+
+
+def _cell(row: dict, metric: str) -> str:
+    if f"{metric}_mean" not in row:
+        return "–"
+    return f"{_fmt(row[f'{metric}_mean'])} ± {_fmt(row[f'{metric}_std'])}"
+
+
+def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    metrics = results["metrics"]
+    header = ["configuration", "parameters", "seeds"] + [METRIC_NAMES.get(m, m) for m in metrics]
+    rows = [[row["key"], str(row["num_params"]), str(row["seeds"])] + [_cell(row, m) for m in metrics]
+            for row in results["summary"]]
+    return header, rows
+
+
+def published_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    summary = {row["key"]: row for row in results["summary"]}
+    header = ["configuration", "metric", "ours (mean ± std)", "published", "ours − published"]
+    rows = []
+    for p in results["published"]:
+        row = summary.get(p["key"], {})
+        ours = row.get(f"{p['metric']}_mean")
+        published = p["value"]
+        diff = _fmt(ours - published) if isinstance(published, (int, float)) and ours is not None else "–"
+        shown = _fmt(published) if isinstance(published, (int, float)) else str(published)
+        rows.append([p["key"], METRIC_NAMES.get(p["metric"], p["metric"]), _cell(row, p["metric"]), shown, diff])
+    return header, rows
+
+
+def _settings_lines(results: dict[str, Any]) -> list[str]:
+    lines = []
+    for c in results["configurations"]:
+        extra = ", ".join(f"{k}={v}" for k, v in {**c["settings"], **c["task_options"]}.items())
+        lines.append(f"{c['key']}: task {c['task']}" + (f"; {extra}" if extra else ""))
+    return lines
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
+    parts = [f"# {results['title']}", "", f"Study: {results['study']}. {results['about']}", ""]
+    if results["quick"]:
+        parts += ["> **Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers check that "
+                  "the pipeline works; they are not the study's results.", ""]
+    parts += [f"Each configuration was trained with {results['seeds']} seeds; values are mean ± standard deviation "
+              f"over seeds. Total time {results['seconds']:.0f} s.", "", "## Results", "",
+              _md_table(*results_table(results)), ""]
+    if results["published"]:
+        parts += ["## Next to the published numbers", "", _md_table(*published_table(results)), ""]
+    if results["notes"]:
+        parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    if results["figures"]:
+        parts += ["## Figures", ""]
+        for f in results["figures"]:
+            parts += [f"### {f['title']}", "", f"![{f['title']}]({f['path']})", "", f["caption"], ""]
+    parts += ["## Settings", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
+    path = exp_dir / "report.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{font-size:1.7em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.92em}th,td{border:1px solid #ccc;padding:.35em .6em;
+text-align:right}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}
+.quick{background:#fff4d6;border:1px solid #e8c35a;padding:.6em 1em;border-radius:6px}
+figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
+.about{color:#444}code{background:#f3f3f3;padding:0 .2em}
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], css_class: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(results['title'])}</title>"
+             f"<style>{CSS}</style></head><body>", f"<h1>{e(results['title'])}</h1>",
+             f"<p class='about'>Study: {e(results['study'])}. {e(results['about'])}</p>"]
+    if results["quick"]:
+        parts.append("<p class='quick'><b>Quick mode</b>: data and epochs were shrunk so this ran in seconds. "
+                     "These numbers check the pipeline; they are not the study's results.</p>")
+    parts.append(f"<p>Each configuration was trained with {results['seeds']} seeds; values are mean ± standard "
+                 f"deviation over seeds. Total time {results['seconds']:.0f} s.</p>")
+    parts += ["<h2>Results</h2>", _html_table(*results_table(results), "results")]
+    if results["published"]:
+        parts += ["<h2>Next to the published numbers</h2>", _html_table(*published_table(results), "published")]
+    if results["notes"]:
+        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{e(n)}</li>" for n in results["notes"]] + ["</ul>"]
+    if results["figures"]:
+        parts.append("<h2>Figures</h2>")
+        for f in results["figures"]:
+            data = base64.b64encode((exp_dir / f["path"]).read_bytes()).decode()
+            parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
+                         f"src='data:image/png;base64,{data}'><figcaption>{e(f['caption'])}</figcaption></figure>")
+    parts += ["<h2>Settings</h2><ul>"] + [f"<li><code>{e(line)}</code></li>" for line in _settings_lines(results)]
+    parts.append("</ul></body></html>")
+    path = exp_dir / "report.html"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Path]:
+    exp_dir = Path(exp_dir)
+    return write_html(results, exp_dir), write_markdown(results, exp_dir)
