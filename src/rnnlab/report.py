@@ -15,6 +15,7 @@ METRIC_NAMES = {
     "test_perplexity": "test perplexity", "dev_perplexity": "dev perplexity",
     "train_solved": "train solved", "test_solved": "test solved", "test_final_step_accuracy": "test final T/P right",
     "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
+    "test_all_solved": "trials solving all test strings",
 }
 
 
