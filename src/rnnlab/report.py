@@ -132,7 +132,11 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
             parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
                          f"src='data:image/png;base64,{data}'><figcaption>{e(f['caption'])}</figcaption></figure>")
     parts += ["<h2>Settings</h2><ul>"] + [f"<li><code>{e(line)}</code></li>" for line in _settings_lines(results)]
-    parts.append("</ul></body></html>")
+    # lets a headless browser report how many embedded plots it could decode (the report test reads it)
+    parts.append("</ul><script>window.addEventListener('load',function(){var im=document.images,ok=0;"
+                 "for(var i=0;i<im.length;i++){if(im[i].complete&&im[i].naturalWidth>0){ok++;}}"
+                 "document.body.setAttribute('data-images',im.length);"
+                 "document.body.setAttribute('data-images-decoded',ok);});</script></body></html>")
     path = exp_dir / "report.html"
     path.write_text("\n".join(parts))
     return path

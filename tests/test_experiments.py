@@ -1,0 +1,108 @@
+"""Every experiment end to end in --quick mode: structure and sanity of results.json, the reports,
+resumable runs, the main job through the real entry point, and the report in a real browser."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnlab.experiments.runner import run_experiment
+from rnnlab.experiments.settings import build
+from rnnlab.experiments.studies import COMPARE, EXPERIMENTS
+from rnnlab.report import write_report
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+NEEDS = {"sentiment": ["sst"], "polyphonic": ["polyphonic"], "nlu-lm": ["nlu"], "agreement": ["nlu"],
+         "bptt-depth": ["nlu"], "ptb": ["ptb"]}
+
+
+def _check_results(exp, results, exp_dir: Path, seeds: int):
+    specs = exp.specs(True)
+    assert results["quick"] is True
+    got = {(r["key"], r["seed"]) for r in results["runs"]}
+    assert got == {(s.key, seed) for s in specs for seed in range(seeds)}, "every configuration × seed"
+    for run in results["runs"]:
+        _, model = build(run["settings"])
+        assert run["num_params"] == model.num_params(), run["key"]
+        for metric in exp.metrics:
+            if metric in run and run[metric] is not None:
+                assert math.isfinite(run[metric]), (run["key"], metric)
+    for row in results["summary"]:
+        assert row["seeds"] == seeds
+        assert any(k.endswith("_mean") for k in row), row["key"]
+    saved = json.loads((exp_dir / "results.json").read_text())
+    assert saved["summary"] == json.loads(json.dumps(results["summary"]))
+    assert (exp_dir / "results.csv").read_text().count("\n") == len(specs) * seeds + 1
+    for fig in results["figures"]:
+        assert (exp_dir / fig["path"]).stat().st_size > 1000, fig["path"]
+    html_path, md_path = write_report(results, exp_dir)
+    page = html_path.read_text()
+    assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results["figures"])
+    assert "Quick mode" in md_path.read_text()
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_every_experiment_runs_in_quick_mode(name, tmp_path):
+    missing = [d for d in NEEDS.get(name, []) if not (SHARED / d).is_dir()]
+    if missing:
+        pytest.skip(f"real data absent: {', '.join(str(SHARED / d) for d in missing)}")
+    if name == "polyphonic":
+        pytest.importorskip("scipy.io", reason="the .mat files need scipy (the mat extra)")
+    exp = EXPERIMENTS[name]
+    results = run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, progress=False)
+    _check_results(exp, results, tmp_path / name, seeds=2)
+
+
+def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):
+    exp = EXPERIMENTS["mean-sign"]
+    run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, progress=False)
+    result_file = tmp_path / "mean-sign" / "jobs" / "rnn-64x2-s1" / "result.json"
+    stamp = result_file.stat().st_mtime_ns
+    run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, progress=False)
+    assert result_file.stat().st_mtime_ns == stamp
+    run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, force=True, progress=False)
+    assert result_file.stat().st_mtime_ns != stamp
+
+
+def _compare_quick(tmp_path: Path) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "rnnlab.cli", "compare", "--quick", "--seeds", "2", "--workers", "2",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "report: " in proc.stdout and "rnnlab reproduce" in proc.stdout
+    return tmp_path / "compare" / "report.html"
+
+
+def test_compare_quick_through_the_entry_point(tmp_path):
+    report = _compare_quick(tmp_path)
+    results = json.loads((report.parent / "results.json").read_text())
+    _check_results(COMPARE, results, report.parent, seeds=2)
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+def test_report_renders_in_a_real_browser(tmp_path):
+    report = _compare_quick(tmp_path)
+    results = json.loads((report.parent / "results.json").read_text())
+    proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                           "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert "<table" in dom and "embedded-reber-gru-10" in dom, proc.stderr[-2000:]
+    expected = len(results["figures"])
+    assert expected >= 5
+    assert re.search(rf'data-images="{expected}"', dom), "the browser did not see every image"
+    assert re.search(rf'data-images-decoded="{expected}"', dom), "the browser could not decode every image"
