@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.cells.base import sigmoid
+
 
 def _positions_weight(shape: tuple, mask: Any, dtype) -> tuple[np.ndarray, float]:
     if mask is None:
@@ -63,27 +65,28 @@ def softmax_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[
     return loss, d * (w / n)[..., None]
 
 
+def _paired(outputs: Any, targets: Any, mask: Any, argument: str):
+    """Outputs and same-shaped float targets, with the position weights and their count."""
+    outputs = _float(outputs, argument)
+    targets = np.asarray(targets, dtype=outputs.dtype)
+    if targets.shape != outputs.shape:
+        raise ValueError(f"targets: expected shape {outputs.shape} (like {argument}), got {targets.shape}")
+    w, n = _positions_weight(outputs.shape[:-1], mask, outputs.dtype)
+    return outputs, targets, w, n
+
+
 def sigmoid_binary_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
     """logits (..., K), targets (..., K) in [0, 1] → mean over positions of the summed BCE, dlogits."""
-    logits = _float(logits, "logits")
-    targets = np.asarray(targets, dtype=logits.dtype)
-    if targets.shape != logits.shape:
-        raise ValueError(f"targets: expected shape {logits.shape} (like logits), got {targets.shape}")
-    w, n = _positions_weight(logits.shape[:-1], mask, logits.dtype)
+    logits, targets, w, n = _paired(logits, targets, mask, "logits")
     # −[t log σ(l) + (1 − t) log(1 − σ(l))] = softplus(l) − t·l, written so it cannot overflow
     per = np.logaddexp(0.0, logits) - targets * logits
     loss = float((w * per.sum(axis=-1)).sum()) / n
-    prob = 0.5 * (1.0 + np.tanh(0.5 * logits))
-    return loss, (prob - targets) * (w / n)[..., None]
+    return loss, (sigmoid(logits) - targets) * (w / n)[..., None]
 
 
 def squared_error(outputs: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
     """outputs, targets (..., K) → mean over positions of ½‖y − t‖², doutputs."""
-    outputs = _float(outputs, "outputs")
-    targets = np.asarray(targets, dtype=outputs.dtype)
-    if targets.shape != outputs.shape:
-        raise ValueError(f"targets: expected shape {outputs.shape} (like outputs), got {targets.shape}")
-    w, n = _positions_weight(outputs.shape[:-1], mask, outputs.dtype)
+    outputs, targets, w, n = _paired(outputs, targets, mask, "outputs")
     diff = outputs - targets
     loss = 0.5 * float((w * (diff * diff).sum(axis=-1)).sum()) / n
     return loss, diff * (w / n)[..., None]
