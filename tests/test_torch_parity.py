@@ -3,6 +3,8 @@ gradient agree to 1e-10, for one and several layers, with and without biases and
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -29,14 +31,19 @@ def _state_to_torch(model, h0):
     return torch.tensor(np.stack(per_layer), requires_grad=True)
 
 
+ENGINES = ["numpy", pytest.param("jax", marks=pytest.mark.skipif(
+    importlib.util.find_spec("jax") is None, reason="the compiled engine needs the jax extra"))]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("layers", [1, 3])
 @pytest.mark.parametrize("kind", list(MODULES))
-def test_forward_and_gradients_match_torch(kind, layers, bias):
+def test_forward_and_gradients_match_torch(kind, layers, bias, engine):
     torch.manual_seed(0)
     T, B, I, H = 6, 3, 4, 5
     module = MODULES[kind](I, H, layers, bias).double()
-    model = from_torch(module)
+    model = from_torch(module, engine=engine)
     assert isinstance(model, rnnlab.Stack) == (layers > 1)
     assert model.num_params() == sum(p.numel() for p in module.parameters())
 
@@ -74,14 +81,15 @@ def test_forward_and_gradients_match_torch(kind, layers, bias):
         np.testing.assert_allclose(ours, g, rtol=0, atol=ATOL)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("kind", list(MODULES))
-def test_masks_match_packed_sequences(kind):
+def test_masks_match_packed_sequences(kind, engine):
     """A padded batch with a mask equals torch on a PackedSequence: same valid outputs, same final
     state per sequence (ours holds the last valid state), same gradients."""
     torch.manual_seed(2)
     T, B, I, H = 5, 3, 2, 4
     module = MODULES[kind](I, H, 2, True).double()
-    model = from_torch(module)
+    model = from_torch(module, engine=engine)
     lengths = [5, 2, 4]
     mask = (np.arange(T)[:, None] < np.array(lengths)[None]).astype(float)
     rng = np.random.default_rng(3)

@@ -19,9 +19,10 @@ class GradcheckResult:
     """``errors[name]`` = ‖analytic − numeric‖ / max(‖analytic‖, ‖numeric‖, floor) for each array;
     ``max_error`` is the largest, ``worst`` its name.
 
-    The floor (1e-5 by default) is where finite differences stop resolving anything (round-off
-    is ~1e-12 absolute for a loss of order 1): a gradient that has vanished below it, e.g. a
-    dead ReLU unit, is then checked absolutely, ‖analytic − numeric‖ < tol · floor.
+    The floor (1e-4 × max(1, |f|) by default) is where finite differences stop resolving a
+    relative 1e-6: round-off is ~1e-12 · |f| per coordinate, so it grows with the size of the loss.
+    A gradient that has vanished below the floor, e.g. a dead ReLU unit or a truncated path, is
+    then checked absolutely, ‖analytic − numeric‖ < tol · floor (1e-10 for a loss of order 1).
     """
 
     errors: dict[str, float]
@@ -67,7 +68,7 @@ def numerical_gradient(
     return grads
 
 
-def relative_error(analytic: np.ndarray, numeric: np.ndarray, floor: float = 1e-5) -> float:
+def relative_error(analytic: np.ndarray, numeric: np.ndarray, floor: float = 1e-4) -> float:
     a, n = np.asarray(analytic, np.float64), np.asarray(numeric, np.float64)
     if a.shape != n.shape:
         raise ValueError(f"analytic gradient has shape {a.shape}, numeric {n.shape}")
@@ -80,7 +81,7 @@ def gradcheck(
     arrays: Mapping[str, np.ndarray],
     grads: Mapping[str, np.ndarray],
     eps: float = 1e-4,
-    floor: float = 1e-5,
+    floor: float = 1e-4,
 ) -> GradcheckResult:
     """Compare analytic ``grads`` with central differences of ``fn`` at ``arrays``.
 
@@ -92,5 +93,6 @@ def gradcheck(
     missing = set(arrays) - set(grads)
     if missing:
         raise ValueError(f"grads: no analytic gradient for {sorted(missing)}")
+    floor = floor * max(1.0, abs(fn({k: np.array(v, dtype=np.float64) for k, v in arrays.items()})))
     numeric = numerical_gradient(fn, arrays, eps)
     return GradcheckResult({name: relative_error(grads[name], numeric[name], floor) for name in arrays}, numeric)

@@ -48,8 +48,9 @@ def params_from_torch(module: Any, grad: bool = False) -> dict[str, np.ndarray]:
     return out
 
 
-def from_torch(module: Any) -> Cell | Stack:
-    """A cell (num_layers = 1) or a Stack with the same weights and dtype as the torch module."""
+def from_torch(module: Any, engine: str = "numpy") -> Cell | Stack:
+    """A cell (num_layers = 1) or a Stack with the same weights and dtype as the torch module,
+    computed by ``engine`` ("numpy" or "jax")."""
     kind = _kind(module)
     if module.bidirectional:
         raise ValueError("module: bidirectional modules are not supported")
@@ -60,7 +61,8 @@ def from_torch(module: Any) -> Cell | Stack:
     if np_dtype is None:
         raise ValueError(f"module: expected float32 or float64 weights, got {dtype}")
     H = module.hidden_size
-    kwargs: dict[str, Any] = {"bias": module.bias, "recurrent_bias": module.bias, "dtype": np_dtype}
+    kwargs: dict[str, Any] = {"bias": module.bias, "recurrent_bias": module.bias, "dtype": np_dtype,
+                              "engine": engine}
     if kind == "rnn":
         kwargs["activation"] = module.nonlinearity
     if kind == "lstm":

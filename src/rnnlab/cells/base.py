@@ -33,6 +33,7 @@ from rnnlab.init import check_scheme, init_bias, init_weight
 
 Array = np.ndarray
 State = tuple  # (h,) for RNN and GRU, (h, c) for LSTM
+ENGINES = ("numpy", "jax")
 
 
 def sigmoid(a, xp=np):
@@ -165,7 +166,12 @@ class Cell:
         recurrent_init: str | None = None,
         seed: int | None = None,
         dtype: Any = np.float64,
+        engine: str = "numpy",
     ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine: unknown engine {engine!r}; expected one of {ENGINES}")
+        self.engine = engine
+        self._compiled = None
         self.input_size = check_positive_int(input_size, "input_size")
         self.hidden_size = check_positive_int(hidden_size, "hidden_size")
         if not isinstance(bias, (bool, np.bool_)):
@@ -195,12 +201,13 @@ class Cell:
         return {}
 
     # -- the cell's math, supplied by subclasses ---------------------------------------------
-    def step(self, p: dict[str, Array], xw: Array, state: State) -> tuple[State, dict[str, Array]]:
-        """One step: xw (B, G*H) is the projected input x_t W_x + b; returns (new state, cache)."""
+    def step(self, p: dict[str, Array], xw: Array, state: State, xp=np) -> tuple[State, dict[str, Array]]:
+        """One step: xw (B, G*H) is the projected input x_t W_x + b; returns (new state, cache).
+        ``xp`` is the array namespace (NumPy, or jax.numpy for the compiled engine)."""
         raise NotImplementedError
 
     def step_backward(
-        self, p: dict[str, Array], dstate: State, cache: dict[str, Array], prev: State
+        self, p: dict[str, Array], dstate: State, cache: dict[str, Array], prev: State, xp=np
     ) -> tuple[State, Array, Array]:
         """Adjoint of ``step``; leading axes of dstate broadcast (they carry BPTT ages).
 
@@ -209,7 +216,8 @@ class Cell:
         """
         raise NotImplementedError
 
-    def recurrent_grads(self, p: dict[str, Array], prev_h: Array, steps: dict[str, Array], dhw: Array) -> dict:
+    def recurrent_grads(self, p: dict[str, Array], prev_h: Array, steps: dict[str, Array], dhw: Array,
+                        xp=np) -> dict:
         """Gradients of the recurrent parameters from dhw (T*B, G*H) and prev_h (T*B, H)."""
         grads = {"W_h": prev_h.T @ dhw}
         if "b_h" in p:
@@ -256,6 +264,8 @@ class Cell:
         T, B, _ = x.shape
         state = self._initial_state(h0, B)
         m = check_mask(mask, T, B, self.dtype)
+        if self.engine == "jax":
+            return self.compiled().forward(x, state, m)
         p = self.params
         xw = (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)  # (T, B, G*H)
         if "b" in p:
@@ -264,7 +274,7 @@ class Cell:
         for t in range(T):
             new, step_cache = self.step(p, xw[t], state)
             if m is not None:
-                new = tuple(s + m[t] * (n - s) for n, s in zip(new, state))
+                new = tuple(np.where(m[t] > 0, n, s) for n, s in zip(new, state))
             for name, value in step_cache.items():
                 if name not in cache.steps:
                     cache.steps[name] = np.empty((T,) + value.shape, value.dtype)
@@ -290,6 +300,8 @@ class Cell:
         dhs = np.asarray(dhs, dtype=self.dtype)
         if dhs.shape != (T, B, H):
             raise ValueError(f"dhs: expected shape (T, B, hidden) = ({T}, {B}, {H}), got {dhs.shape}")
+        if self.engine == "jax":
+            return self.compiled().backward(dhs, cache, k, dh_out)
         p, m = self.params, cache.mask
         prev = cache.prev_states()
         # carried deltas, one per state component; with truncation a leading axis holds the ages
@@ -330,13 +342,24 @@ class Cell:
         return grads, dx, dh0
 
     def _param_grads(self, cache: Cache, prev: State, dxw: Array, dhw: Array) -> dict[str, Array]:
-        T, B, _ = cache.x.shape
+        return self.param_grads(self.params, cache.x, prev[0], cache.steps, dxw, dhw)
+
+    def param_grads(self, p, x, prev_h, steps, dxw, dhw, xp=np) -> dict[str, Array]:
+        """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""
+        T, B, _ = x.shape
         rows = T * B
         dxw2, dhw2 = dxw.reshape(rows, -1), dhw.reshape(rows, -1)
-        grads = {"W_x": cache.x.reshape(rows, -1).T @ dxw2}
-        steps = {name: v.reshape((rows,) + v.shape[2:]) for name, v in cache.steps.items()}
-        grads.update(self.recurrent_grads(self.params, prev[0].reshape(rows, -1), steps, dhw2))
-        if "b" in self.params:
+        grads = {"W_x": x.reshape(rows, -1).T @ dxw2}
+        flat = {name: v.reshape((rows,) + v.shape[2:]) for name, v in steps.items()}
+        grads.update(self.recurrent_grads(p, prev_h.reshape(rows, -1), flat, dhw2, xp))
+        if "b" in p:
             grads["b"] = dxw2.sum(axis=0)
-        return {name: grads[name] for name in self.params}
+        return {name: grads[name] for name in p}
 
+    def compiled(self):
+        """The compiled (JAX) engine of this cell, built on first use."""
+        if self._compiled is None:
+            from rnnlab.cells.jax_engine import CompiledCell
+
+            self._compiled = CompiledCell(self)
+        return self._compiled

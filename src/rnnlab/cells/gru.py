@@ -103,18 +103,18 @@ class GRU(Cell):
             return {"b_hn": init_bias(rng, self.hidden_size, self.hidden_size, self.init, self.dtype)}
         return {}
 
-    def step(self, p, xw, state):
-        return gru_step(p, xw, state, self.variant)
+    def step(self, p, xw, state, xp=np):
+        return gru_step(p, xw, state, self.variant, xp)
 
-    def step_backward(self, p, dstate, cache, prev):
-        return gru_step_backward(p, dstate, cache, prev, self.variant)
+    def step_backward(self, p, dstate, cache, prev, xp=np):
+        return gru_step_backward(p, dstate, cache, prev, self.variant, xp)
 
-    def recurrent_grads(self, p, prev_h, steps, dhw):
-        H = self.hidden_size
+    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
+        H = prev_h.shape[-1]
         if self.variant == "cudnn":
             grads = {"W_h": prev_h.T @ dhw}
         else:  # the candidate's recurrent input is r ⊙ h, not h
-            grads = {"W_h": np.concatenate([prev_h.T @ dhw[..., :2 * H], steps["rh"].T @ dhw[..., 2 * H:]], axis=1)}
+            grads = {"W_h": xp.concatenate([prev_h.T @ dhw[..., :2 * H], steps["rh"].T @ dhw[..., 2 * H:]], axis=1)}
         if "b_h" in p:
             grads["b_h"] = dhw.sum(axis=0)
         if "b_hn" in p:

@@ -69,8 +69,8 @@ class LSTM(Cell):
             H = self.hidden_size
             self.params["b"][H:2 * H] = forget_bias
 
-    def step(self, p, xw, state):
-        return lstm_step(p, xw, state)
+    def step(self, p, xw, state, xp=np):
+        return lstm_step(p, xw, state, xp)
 
-    def step_backward(self, p, dstate, cache, prev):
-        return lstm_step_backward(p, dstate, cache, prev)
+    def step_backward(self, p, dstate, cache, prev, xp=np):
+        return lstm_step_backward(p, dstate, cache, prev, xp)

@@ -70,8 +70,8 @@ class RNN(Cell):
         self.activation = activation
         super().__init__(input_size, hidden_size, **kwargs)
 
-    def step(self, p, xw, state):
-        return rnn_step(p, xw, state, self.activation)
+    def step(self, p, xw, state, xp=np):
+        return rnn_step(p, xw, state, self.activation, xp)
 
-    def step_backward(self, p, dstate, cache, prev):
-        return rnn_step_backward(p, dstate, cache, prev, self.activation)
+    def step_backward(self, p, dstate, cache, prev, xp=np):
+        return rnn_step_backward(p, dstate, cache, prev, self.activation, xp)
