@@ -1,11 +1,15 @@
-"""Training-step time (forward + full BPTT) of rnnlab's cells against PyTorch, side by side.
+"""Training-step time (forward + full BPTT) of rnnlab's engines against PyTorch, side by side.
 
-    python benchmarks/bench_cells.py [--dtype float32] [--repeats 20]
+    python benchmarks/bench_cells.py [--dtype float32] [--repeats 20] [--no-jax]
 
-For each (T, B, input, hidden) and cell, both sides get the same weights and input; the step is
+For each (T, B, input, hidden) and cell, every contender gets the same weights and input; the step is
 forward over T steps plus backward of sum(hs * upstream) to every parameter and the input.
-PyTorch runs with as many threads as this process may use, and so does NumPy's BLAS.
-``speedup`` = PyTorch time / rnnlab time (above 1: rnnlab is faster).
+- numpy: ``cell.forward`` + ``cell.backward`` (NumPy engine)
+- jax: ``cell.forward`` + ``cell.backward`` with ``engine="jax"`` (NumPy arrays in and out)
+- jax-fused: the compiled engine's single forward+backward program on device arrays
+- torch: ``nn.RNN/GRU/LSTM`` + autograd, ``torch.set_num_threads`` = this process's cores
+Speed-ups are torch time / our time (above 1: rnnlab is faster). GFLOP/s counts the matmul work of
+the step (forward, input gradient, weight gradient) against the float32 matmul peak measured here.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import torch
 import rnnlab
 from rnnlab.interop import to_torch
 
-SIZES = [(20, 100, 50, 50), (50, 32, 7, 18), (20, 5, 50, 50), (35, 20, 200, 200), (100, 64, 88, 256), (12, 32, 7, 10)]
+SIZES = [(20, 100, 50, 50), (50, 32, 7, 18), (20, 5, 50, 50), (35, 20, 200, 200), (100, 64, 88, 256),
+         (12, 32, 7, 10)]
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm up
+def median_time(fn, repeats: int) -> float:
+    fn()
+    fn()  # warm up (and compile)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -35,23 +41,47 @@ def best_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def matmul_peak(dtype) -> float:
+    """GFLOP/s of a large square matmul: the machine's practical peak for this dtype."""
+    a = np.random.default_rng(0).normal(size=(1536, 1536)).astype(dtype)
+    seconds = median_time(lambda: a @ a, 10)
+    return 2 * 1536**3 / seconds / 1e9
+
+
 def step_flops(kind: str, T: int, B: int, I: int, H: int) -> float:
-    """Matmul flops of forward + backward: 3 passes (forward, input grad, weight grad) of 2·m·n·k."""
-    G = GATES[kind]
-    return 3 * 2 * T * B * (I + H) * G * H
+    return 3 * 2 * T * B * (I + H) * GATES[kind] * H
 
 
-def bench(kind: str, T: int, B: int, I: int, H: int, dtype, repeats: int) -> tuple[float, float]:
+def bench(kind, T, B, I, H, dtype, repeats, with_jax):
     cell = rnnlab.make_cell(kind, I, H, seed=0, dtype=dtype)
     module = to_torch(cell)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(T, B, I)).astype(dtype)
     upstream = rng.normal(size=(T, B, H)).astype(dtype)
+    times = {}
 
     def ours():
         hs, cache = cell.forward(x)
         cell.backward(upstream, cache)
 
+    times["numpy"] = median_time(ours, repeats)
+    if with_jax:
+        import jax
+        import jax.numpy as jnp
+
+        from rnnlab.cells.jax_engine import fused_step
+
+        compiled = rnnlab.make_cell(kind, I, H, seed=0, dtype=dtype, engine="jax")
+
+        def jax_api():
+            hs, cache = compiled.forward(x)
+            compiled.backward(upstream, cache)
+
+        times["jax"] = median_time(jax_api, repeats)
+        run = fused_step(compiled)
+        p = {k: jnp.asarray(v) for k, v in compiled.params.items()}
+        xj, uj = jnp.asarray(x), jnp.asarray(upstream)
+        times["jax-fused"] = median_time(lambda: jax.block_until_ready(run(p, xj, uj)), repeats)
     xt, ut = torch.from_numpy(x).requires_grad_(), torch.from_numpy(upstream)
 
     def theirs():
@@ -59,32 +89,49 @@ def bench(kind: str, T: int, B: int, I: int, H: int, dtype, repeats: int) -> tup
         out, _ = module(xt)
         (out * ut).sum().backward()
 
-    return best_time(ours, repeats), best_time(theirs, repeats)
+    times["torch"] = median_time(theirs, repeats)
+    return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--no-jax", action="store_true", help="skip the compiled engine")
     args = parser.parse_args()
+    with_jax = not args.no_jax
+    if with_jax:
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            print("jax is not installed (pip install -e '.[jax]'); benchmarking the NumPy engine only")
+            with_jax = False
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     torch.set_num_threads(threads)
-    print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, {threads} threads, "
-          f"median of {args.repeats}")
-    header = f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4} {'rnnlab ms':>10} {'torch ms':>9} " \
-             f"{'speedup':>8} {'GFLOP/s':>8}"
+    dtype = np.dtype(args.dtype)
+    peak = matmul_peak(dtype)
+    print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, {threads} cores/threads, "
+          f"median of {args.repeats}; {args.dtype} matmul peak measured here: {peak:.0f} GFLOP/s")
+    names = ["numpy"] + (["jax", "jax-fused"] if with_jax else [])
+    header = f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4} " + " ".join(f"{n + ' ms':>13}" for n in names) + \
+        f" {'torch ms':>9} " + " ".join(f"{'x ' + n:>11}" for n in names) + f" {'best GFLOP/s':>13} {'% peak':>7}"
     print(header)
     print("-" * len(header))
-    speedups = []
+    ratios = {n: [] for n in names}
     for T, B, I, H in SIZES:
         for kind in ("rnn", "gru", "lstm"):
-            ours, theirs = bench(kind, T, B, I, H, np.dtype(args.dtype), args.repeats)
-            speedups.append(theirs / ours)
-            gflops = step_flops(kind, T, B, I, H) / ours / 1e9
-            print(f"{kind:5} {T:4d} {B:4d} {I:4d} {H:4d} {ours * 1e3:10.3f} {theirs * 1e3:9.3f} "
-                  f"{theirs / ours:8.2f} {gflops:8.2f}")
-    geo = float(np.exp(np.mean(np.log(speedups))))
-    print(f"geometric-mean speedup over PyTorch: {geo:.2f}x (min {min(speedups):.2f}x, max {max(speedups):.2f}x)")
+            t = bench(kind, T, B, I, H, dtype, args.repeats, with_jax)
+            best = min(t[n] for n in names)
+            gflops = step_flops(kind, T, B, I, H) / best / 1e9
+            for n in names:
+                ratios[n].append(t["torch"] / t[n])
+            print(f"{kind:5} {T:4d} {B:4d} {I:4d} {H:4d} " + " ".join(f"{t[n] * 1e3:13.3f}" for n in names) +
+                  f" {t['torch'] * 1e3:9.3f} " + " ".join(f"{t['torch'] / t[n]:11.2f}" for n in names) +
+                  f" {gflops:13.1f} {100 * gflops / peak:6.1f}%")
+    for n in names:
+        r = np.array(ratios[n])
+        print(f"{n:9}: geometric-mean speed-up over torch {np.exp(np.log(r).mean()):.2f}x "
+              f"(min {r.min():.2f}x, max {r.max():.2f}x, slower than torch at {(r < 1).sum()} of {len(r)} sizes)")
 
 
 if __name__ == "__main__":

@@ -36,34 +36,35 @@ def gru_step(p, xw, state, variant: str, xp=np):
         hw = h @ W_h                              # (B, 3H)
         if "b_h" in p:
             hw = hw + p["b_h"]
-        elif "b_hn" in p:
-            hw = hw + xp.concatenate([xp.zeros(2 * H, hw.dtype), p["b_hn"]])
-        r = sigmoid(xw[..., :H] + hw[..., :H], xp)
-        z = sigmoid(xw[..., H:2 * H] + hw[..., H:2 * H], xp)
-        hw_n = hw[..., 2 * H:]
+        hw_n = hw[..., 2 * H:]                    # (B, H)
+        if "b_hn" in p:
+            hw_n = hw_n + p["b_hn"]
+        rz = sigmoid(xw[..., :2 * H] + hw[..., :2 * H], xp)   # both gates in one pass, (B, 2H)
+        r, z = rz[..., :H], rz[..., H:]
         n = xp.tanh(xw[..., 2 * H:] + r * hw_n)
-        cache = {"r": r, "z": z, "n": n, "hw_n": hw_n}
+        cache = {"rz": rz, "n": n, "hw_n": hw_n}
     else:
-        hw = h @ W_h[..., :2 * H]                   # (B, 2H)
+        hw = h @ W_h[..., :2 * H]                 # (B, 2H)
         if "b_h" in p:
             hw = hw + p["b_h"][..., :2 * H]
-        r = sigmoid(xw[..., :H] + hw[..., :H], xp)
-        z = sigmoid(xw[..., H:2 * H] + hw[..., H:], xp)
+        rz = sigmoid(xw[..., :2 * H] + hw, xp)
+        r, z = rz[..., :H], rz[..., H:]
         rh = r * h
         n_pre = xw[..., 2 * H:] + rh @ W_h[..., 2 * H:]
         if "b_h" in p:
             n_pre = n_pre + p["b_h"][..., 2 * H:]
         n = xp.tanh(n_pre)
-        cache = {"r": r, "z": z, "n": n, "rh": rh}
-    h_new = (1.0 - z) * n + z * h
+        cache = {"rz": rz, "n": n, "rh": rh}
+    h_new = n + z * (h - n)                       # = (1 − z) ⊙ n + z ⊙ h
     return (h_new,), cache
 
 
 def gru_step_backward(p, dstate, cache, prev, variant: str, xp=np):
     (dh,) = dstate                                # (..., B, H)
     (h,) = prev
-    r, z, n = cache["r"], cache["z"], cache["n"]
     H = h.shape[-1]
+    rz, n = cache["rz"], cache["n"]
+    r, z = rz[..., :H], rz[..., H:]
     W_h = p["W_h"]
     dn_pre = dh * (1.0 - z) * (1.0 - n * n)
     dz_pre = dh * (h - n) * z * (1.0 - z)

@@ -83,7 +83,12 @@ def _program(kind: str, cell, masked: bool, k=None):
     back_steps, shared by every cell of that kind: sizes only change the shapes JAX compiles for."""
     key = (kind, type(cell), getattr(cell, "activation", None), getattr(cell, "variant", None), masked, k)
     if key not in _PROGRAMS:
-        fn = partial(_forward, cell, masked) if kind == "forward" else partial(_backward, cell, masked, k)
+        if kind == "forward":
+            fn = partial(_forward, cell, masked)
+        elif kind == "backward":
+            fn = partial(_backward, cell, masked, k)
+        else:
+            fn = partial(_forward_backward, cell, k)
         _PROGRAMS[key] = jax.jit(fn)
     return _PROGRAMS[key]
 
@@ -120,3 +125,24 @@ class CompiledCell:
         grads = {name: np.asarray(g) for name, g in grads.items()}
         dstate0 = tuple(np.asarray(d) for d in dstate0)
         return grads, np.asarray(dx), dstate0[0] if self.cell.state_size == 1 else dstate0
+
+
+def _forward_backward(cell, k, p, x, state0, dhs):
+    T, B, _ = x.shape
+    mask = jnp.ones((T, B, 1), x.dtype)
+    states, steps = _forward(cell, False, p, x, state0, mask)
+    grads, dx, dstate0, _ = _backward(cell, False, k, p, x, mask, state0, states, steps, dhs)
+    return states[0], grads, dx
+
+
+def fused_step(cell, back_steps: int | None = None):
+    """One compiled program for forward + backward with zero initial state and no mask:
+    ``f(params, x, dhs) -> (hs, grads, dx)`` on JAX arrays, with no trip through NumPy between the
+    two passes. Training loops written in JAX (and the benchmarks) call this."""
+    program = _program("fused", cell, False, back_steps)
+
+    def run(p, x, dhs):
+        B = x.shape[1]
+        state0 = tuple(jnp.zeros((B, cell.hidden_size), x.dtype) for _ in range(cell.state_size))
+        return program(p, x, state0, dhs)
+    return run

@@ -24,20 +24,21 @@ def lstm_step(p, xw, state, xp=np):
     a = xw + h @ p["W_h"]                         # (B, 4H)
     if "b_h" in p:
         a = a + p["b_h"]
-    i = sigmoid(a[..., :H], xp)
-    f = sigmoid(a[..., H:2 * H], xp)
+    s = sigmoid(a, xp)                            # one pass over all gates; the g block is unused
+    i, f, o = s[..., :H], s[..., H:2 * H], s[..., 3 * H:]
     g = xp.tanh(a[..., 2 * H:3 * H])
-    o = sigmoid(a[..., 3 * H:], xp)
     c_new = f * c + i * g
     tc = xp.tanh(c_new)
     h_new = o * tc
-    return (h_new, c_new), {"i": i, "f": f, "g": g, "o": o, "tc": tc}
+    return (h_new, c_new), {"s": s, "g": g, "tc": tc}
 
 
 def lstm_step_backward(p, dstate, cache, prev, xp=np):
     dh, dc = dstate                               # (..., B, H) each
     _, c = prev
-    i, f, g, o, tc = cache["i"], cache["f"], cache["g"], cache["o"], cache["tc"]
+    s, g, tc = cache["s"], cache["g"], cache["tc"]
+    H = g.shape[-1]
+    i, f, o = s[..., :H], s[..., H:2 * H], s[..., 3 * H:]
     dc_total = dc + dh * o * (1.0 - tc * tc)
     da = xp.concatenate(
         [

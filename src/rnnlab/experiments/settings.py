@@ -81,6 +81,7 @@ def settings_table() -> list[Setting]:
         Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
+        Setting("engine", "numpy", str, "numpy, or jax (compiled; needs the jax extra)", ("numpy", "jax")),
     ]
 
 
@@ -96,7 +97,7 @@ def convert(setting: Setting, value: Any, where: str) -> Any:
 
 def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
-              "init_scale": settings["init_scale"]}
+              "init_scale": settings["init_scale"], "engine": settings.get("engine", "numpy")}
     if settings["cell"] == "gru":
         kwargs["variant"] = settings["variant"]
     if settings["cell"] == "rnn":
