@@ -118,23 +118,20 @@ def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = 
     total = len(jobs)
     if workers <= 1:
         for i, (name, settings, job_dir) in enumerate(jobs, 1):
-            start = time.perf_counter()
-            run_job(settings, str(job_dir))
+            result = run_job(settings, str(job_dir))
             if progress:
-                _progress(i, total, name, f"done in {time.perf_counter() - start:.1f} s")
+                _progress(i, total, name, f"trained in {result['seconds_total']:.1f} s")
         return
     saved = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     os.environ.update({k: "1" for k in saved})  # spawned workers inherit it before importing numpy
     try:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            started = {pool.submit(run_job, settings, str(job_dir)): (name, time.perf_counter())
-                       for name, settings, job_dir in jobs}
+            started = {pool.submit(run_job, settings, str(job_dir)): name for name, settings, job_dir in jobs}
             for i, future in enumerate(as_completed(started), 1):
-                name, start = started[future]
-                future.result()  # a failed job raises here, naming nothing else as done
+                result = future.result()  # a failed job raises here, naming nothing else as done
                 if progress:
-                    _progress(i, total, name, f"done in {time.perf_counter() - start:.1f} s")
+                    _progress(i, total, started[future], f"trained in {result['seconds_total']:.1f} s")
     finally:
         for k, v in saved.items():
             if v is None:
