@@ -130,6 +130,21 @@ def test_fit_writes_metrics_checkpoint_and_result(tmp_path):
     assert meta["progress"]["epoch"] == 4 and "param/rnn.0.W_h" in arrays and "opt/m/out.W" in arrays
 
 
+def test_music_metrics_report_the_nll_per_time_step():
+    rng = np.random.default_rng(0)
+    rolls = [rng.integers(0, 2, size=(n, 88)).astype(float) for n in (5, 9, 3)]
+    data = SequenceData([r[:-1] for r in rolls], [r[1:] for r in rolls], per_step=True)
+    model = RecurrentModel("gru", 88, 6, 88, head="multilabel", seed=0)
+    metrics = evaluate(model, data, batch_size=2)
+    # the mean over all 14 predicted frames of the summed Bernoulli NLL of the 88 notes
+    nll = []
+    for r in rolls:
+        y, _, _ = model.forward(Batch(r[:-1, None], r[1:, None]))
+        p = 1 / (1 + np.exp(-y[:, 0]))
+        nll += list(-(r[1:] * np.log(p) + (1 - r[1:]) * np.log(1 - p)).sum(axis=1))
+    assert metrics["eval_nll_per_step"] == pytest.approx(np.mean(nll), rel=1e-9)
+
+
 def test_best_dev_parameters_are_restored_and_early_stopping(tmp_path):
     train, dev = _toy_task()
     model = RecurrentModel("rnn", 3, 8, 2, seed=0)

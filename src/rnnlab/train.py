@@ -258,6 +258,8 @@ def summarize(stats: list[Stats], model: RecurrentModel, prefix: str) -> dict[st
         out[f"{prefix}_accuracy"] = sum(s.correct for s in stats) / count
     if model.head == "steps" and model.loss_name == "cross_entropy":
         out[f"{prefix}_perplexity"] = math.exp(min(loss, 700.0))
+    if model.head == "multilabel":  # music: the loss is the NLL per time step, summed over the notes
+        out[f"{prefix}_nll_per_step"] = loss
     return out
 
 
