@@ -25,6 +25,16 @@ from rnnlab.data.tasks import get_task
 from rnnlab.experiments.runner import Context, Experiment, Figure, RunSpec
 from rnnlab.models import Batch
 
+
+def mean_curve(curves: list[list[float]]) -> np.ndarray:
+    """Mean over seeds at each epoch; runs that stopped early count until their last epoch."""
+    width = max(len(c) for c in curves)
+    padded = np.full((len(curves), width), np.nan)
+    for i, c in enumerate(curves):
+        padded[i, :len(c)] = c
+    return np.nanmean(padded, axis=0)
+
+
 # -- S5: mean-sign --------------------------------------------------------------------------------
 
 
@@ -173,7 +183,7 @@ def _sentiment_analysis(ctx: Context) -> tuple[list[Figure], list[str]]:
         notes.append(f"{task}: majority-class test accuracy {100 * majority:.1f}%.")
         for cell in ("rnn", "gru", "lstm"):
             runs = [r for r in ctx.runs if r["key"] == f"{task}-{cell}"]
-            acc = np.mean([[h["dev_accuracy"] for h in r["history"]] for r in runs], axis=0)
+            acc = mean_curve([[h["dev_accuracy"] for h in r["history"]] for r in runs])
             curves[f"{cell} ({task})"] = (np.arange(1, len(acc) + 1), acc)
     path = plots.plot_learning_curves(curves, ctx.exp_dir / "analysis" / "dev_accuracy.png", "epoch",
                                       "dev accuracy (mean over seeds)", "Accuracy per epoch")
@@ -226,8 +236,8 @@ def _polyphonic_analysis(ctx: Context) -> tuple[list[Figure], list[str]]:
         by_epoch, by_time = {}, {}
         for spec in (s for s in ctx.specs if s.group == dataset):
             runs = [r for r in ctx.runs if r["key"] == spec.key]
-            nll = np.mean([[h["dev_loss"] for h in r["history"]] for r in runs], axis=0)
-            seconds = np.mean([np.cumsum([h["seconds"] for h in r["history"]]) for r in runs], axis=0)
+            nll = mean_curve([[h["dev_loss"] for h in r["history"]] for r in runs])
+            seconds = mean_curve([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])
             by_epoch[spec.label] = (np.arange(1, len(nll) + 1), nll)
             by_time[spec.label] = (seconds, nll)
         figures.append(Figure(f"{dataset}: learning curves against epochs", plots.plot_learning_curves(
