@@ -296,3 +296,14 @@ def test_cli_config_file_and_evaluate(tmp_path):
     bad.write_text("hiden = 3\n")
     proc = run_cli("train", "--config", str(bad), check=False)
     assert proc.returncode == 2 and "unknown setting(s) ['hiden']" in proc.stderr
+
+
+def test_every_study_default_belongs_to_a_task_and_is_a_known_setting():
+    from rnnlab.data.tasks import STUDY_DEFAULTS, TASKS
+    from rnnlab.experiments.settings import convert, settings_table
+
+    table = {s.name: s for s in settings_table()}
+    for task, defaults in STUDY_DEFAULTS.items():
+        assert task in TASKS, f"STUDY_DEFAULTS[{task!r}] is not a task name, so rnnlab train would never apply it"
+        for name, value in defaults.items():
+            convert(table[name], value, f"task {task}")

@@ -91,9 +91,3 @@ def squared_error(outputs: Any, targets: Any, mask: Any = None) -> tuple[float, 
     loss = 0.5 * float((w * (diff * diff).sum(axis=-1)).sum()) / n
     return loss, diff * (w / n)[..., None]
 
-
-LOSSES = {
-    "cross_entropy": softmax_cross_entropy,
-    "binary_cross_entropy": sigmoid_binary_cross_entropy,
-    "squared_error": squared_error,
-}

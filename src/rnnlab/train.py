@@ -107,8 +107,6 @@ class StreamData:
     """One long token stream (PTB style) cut into ``batch_size`` parallel streams and read in
     chunks of ``bptt`` steps; the state is carried from chunk to chunk (``Batch.carry``)."""
 
-    per_step = True
-
     def __init__(self, tokens: np.ndarray, bptt: int) -> None:
         self.tokens = np.asarray(tokens)
         self.bptt = bptt

@@ -10,10 +10,10 @@ from rnnlab.data.polyphonic import load_polyphonic
 from rnnlab.data.reber import is_reber, legal_next, reber_strings, solved_stats
 from rnnlab.data.registry import DATASETS, DataError, DataMissing, fetch, find_file, verify
 from rnnlab.data.synthetic import adding_data, copy_data, lk_words, mean_sign_data
-from rnnlab.data.tasks import STUDY_DEFAULTS, SYNTHETIC, TASKS, Task, build_model, get_task
+from rnnlab.data.tasks import STUDY_DEFAULTS, TASKS, Task, build_model, get_task
 
 __all__ = [
-    "DATASETS", "DataError", "DataMissing", "STUDY_DEFAULTS", "SYNTHETIC", "TASKS", "Task", "adding_data",
+    "DATASETS", "DataError", "DataMissing", "STUDY_DEFAULTS", "TASKS", "Task", "adding_data",
     "build_model", "copy_data", "fetch", "find_file", "get_task", "is_reber", "legal_next", "lk_words",
     "load_polyphonic", "mean_sign_data", "reber_strings", "solved_stats", "verify",
 ]

@@ -219,8 +219,7 @@ def _polyphonic_specs(quick: bool) -> list[RunSpec]:
     specs = []
     for dataset in (("jsb",) if quick else DATASETS):
         for cell in ("rnn", "gru", "lstm"):
-            settings = {"cell": cell, "hidden": sizes[cell], "activation": "tanh", "batch_size": 8, "epochs": 100,
-                        "lr": 0.0025, "early_stopping": 10}
+            settings = {"cell": cell, "hidden": sizes[cell], "activation": "tanh"}
             options = {}
             if quick:
                 settings["epochs"] = 1
