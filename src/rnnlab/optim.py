@@ -43,9 +43,16 @@ class Optimizer:
             g = grads[name]
             if self.weight_decay:
                 g = g + self.weight_decay * p
-            p -= self.delta(name, g).astype(p.dtype, copy=False)
+            slots = {slot: self.state[slot][name] for slot in self.slots}
+            delta, new = self.update(g, slots, self.steps, self.lr)
+            for slot, a in new.items():
+                slots[slot][...] = a
+            p -= delta.astype(p.dtype, copy=False)
 
-    def delta(self, name: str, g: np.ndarray) -> np.ndarray:
+    def update(self, g, slots: dict, t, lr, xp=np) -> tuple:
+        """The rule as a pure function: gradient, slot arrays, step number t (from 1) and rate →
+        (the amount to subtract from the parameter, the new slot arrays). ``xp`` is the array
+        namespace, so the compiled replica trainer runs the same rule under ``jax.numpy``."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -71,13 +78,11 @@ class SGD(Optimizer):
         self.momentum = momentum
         super().__init__(params, lr, weight_decay)
 
-    def delta(self, name, g):
+    def update(self, g, slots, t, lr, xp=np):
         if not self.momentum:
-            return self.lr * g
-        v = self.state["velocity"][name]
-        v *= self.momentum
-        v += g
-        return self.lr * v
+            return lr * g, {}
+        v = self.momentum * slots["velocity"] + g
+        return lr * v, {"velocity": v}
 
 
 class RMSProp(Optimizer):
@@ -88,11 +93,9 @@ class RMSProp(Optimizer):
         self.alpha, self.eps = alpha, eps
         super().__init__(params, lr, weight_decay)
 
-    def delta(self, name, g):
-        s = self.state["square_avg"][name]
-        s *= self.alpha
-        s += (1 - self.alpha) * g * g
-        return self.lr * g / (np.sqrt(s) + self.eps)
+    def update(self, g, slots, t, lr, xp=np):
+        s = self.alpha * slots["square_avg"] + (1 - self.alpha) * g * g
+        return lr * g / (xp.sqrt(s) + self.eps), {"square_avg": s}
 
 
 class Adam(Optimizer):
@@ -103,16 +106,13 @@ class Adam(Optimizer):
         self.betas, self.eps = betas, eps
         super().__init__(params, lr, weight_decay)
 
-    def delta(self, name, g):
+    def update(self, g, slots, t, lr, xp=np):
         b1, b2 = self.betas
-        m, v = self.state["m"][name], self.state["v"][name]
-        m *= b1
-        m += (1 - b1) * g
-        v *= b2
-        v += (1 - b2) * g * g
-        m_hat = m / (1 - b1**self.steps)
-        v_hat = v / (1 - b2**self.steps)
-        return self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        m = b1 * slots["m"] + (1 - b1) * g
+        v = b2 * slots["v"] + (1 - b2) * g * g
+        m_hat = m / (1 - b1**t)
+        v_hat = v / (1 - b2**t)
+        return lr * m_hat / (xp.sqrt(v_hat) + self.eps), {"m": m, "v": v}
 
 
 class Adagrad(Optimizer):
@@ -122,10 +122,9 @@ class Adagrad(Optimizer):
         self.eps = eps
         super().__init__(params, lr, weight_decay)
 
-    def delta(self, name, g):
-        s = self.state["sum"][name]
-        s += g * g
-        return self.lr * g / (np.sqrt(s) + self.eps)
+    def update(self, g, slots, t, lr, xp=np):
+        s = slots["sum"] + g * g
+        return lr * g / (xp.sqrt(s) + self.eps), {"sum": s}
 
 
 OPTIMIZERS = {"sgd": SGD, "rmsprop": RMSProp, "adam": Adam, "adagrad": Adagrad}

@@ -87,6 +87,11 @@ class SequenceData:
 
     def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
         """All sequences once; shuffled and bucketed when ``rng`` is given, in order otherwise."""
+        for index in self.batch_indices(batch_size, rng):
+            yield self.batch(index)
+
+    def batch_indices(self, batch_size: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+        """The sequence indices of each batch of ``batches`` (same draws from ``rng``)."""
         n = len(self)
         if rng is None:
             groups = [np.arange(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
@@ -99,8 +104,7 @@ class SequenceData:
                 chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
                 groups += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
             groups = [groups[i] for i in rng.permutation(len(groups))]
-        for index in groups:
-            yield self.batch(index)
+        return groups
 
 
 class StreamData:
@@ -270,6 +274,18 @@ def evaluate(model: RecurrentModel, data, batch_size: int, prefix: str = "eval")
     return summarize(stats, model, prefix)
 
 
+def final_metrics(model: RecurrentModel, train, dev, test, batch_size: int,
+                  extra_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None) -> dict[str, float]:
+    """The metrics a finished run reports: every split's, then the task's own."""
+    out = evaluate(model, train, batch_size, "train")
+    for data, prefix in ((dev, "dev"), (test, "test")):
+        if data is not None:
+            out.update(evaluate(model, data, batch_size, prefix))
+    if extra_metrics is not None:
+        out.update(extra_metrics(model))
+    return out
+
+
 # -- the loop ---------------------------------------------------------------------------------
 
 
@@ -425,13 +441,7 @@ def fit(
         "restored_best_dev": best is not None,
         "seconds_total": time.perf_counter() - started,
     }
-    result.update(evaluate(model, train, config.batch_size, "train"))
-    if dev is not None:
-        result.update(evaluate(model, dev, config.batch_size, "dev"))
-    if test is not None:
-        result.update(evaluate(model, test, config.batch_size, "test"))
-    if extra_metrics is not None:
-        result.update(extra_metrics(model))
+    result.update(final_metrics(model, train, dev, test, config.batch_size, extra_metrics))
     result["history"] = progress.history
     if out is not None:
         atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))

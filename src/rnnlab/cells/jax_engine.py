@@ -29,7 +29,7 @@ jax.config.update("jax_enable_x64", True)
 from rnnlab.cells.base import Cache  # noqa: E402
 
 
-def _forward(cell, masked: bool, p, x, state0, mask):
+def forward_scan(cell, masked: bool, p, x, state0, mask):
     T, B, _ = x.shape
     xw = (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)
     if "b" in p:
@@ -46,7 +46,7 @@ def _forward(cell, masked: bool, p, x, state0, mask):
     return states, steps
 
 
-def _backward(cell, masked: bool, k, p, x, mask, state0, states, steps, dhs):
+def backward_scan(cell, masked: bool, k, p, x, mask, state0, states, steps, dhs):
     T, B, _ = x.shape
     H = state0[0].shape[-1]
     prev = tuple(jnp.concatenate([s0[None], s[:-1]], axis=0) for s0, s in zip(state0, states))
@@ -84,9 +84,9 @@ def _program(kind: str, cell, masked: bool, k=None):
     key = (kind, type(cell), getattr(cell, "activation", None), getattr(cell, "variant", None), masked, k)
     if key not in _PROGRAMS:
         if kind == "forward":
-            fn = partial(_forward, cell, masked)
+            fn = partial(forward_scan, cell, masked)
         elif kind == "backward":
-            fn = partial(_backward, cell, masked, k)
+            fn = partial(backward_scan, cell, masked, k)
         else:
             fn = partial(_forward_backward, cell, k)
         _PROGRAMS[key] = jax.jit(fn)
@@ -130,8 +130,8 @@ class CompiledCell:
 def _forward_backward(cell, k, p, x, state0, dhs):
     T, B, _ = x.shape
     mask = jnp.ones((T, B, 1), x.dtype)
-    states, steps = _forward(cell, False, p, x, state0, mask)
-    grads, dx, dstate0, _ = _backward(cell, False, k, p, x, mask, state0, states, steps, dhs)
+    states, steps = forward_scan(cell, False, p, x, state0, mask)
+    grads, dx, dstate0, _ = backward_scan(cell, False, k, p, x, mask, state0, states, steps, dhs)
     return states[0], grads, dx
 
 

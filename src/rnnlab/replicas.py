@@ -1,0 +1,411 @@
+"""Many independent training runs of one model as one compiled program (``jax.vmap`` over replicas).
+
+A *replica* is what ``fit(model, train, dev, test, replace(config, seed=seed))`` trains: its own
+model (initial parameters), its own shuffled and bucketed batches, its own optimizer state,
+schedule, best-dev snapshot and early stop. ``fit_replicas`` trains R of them in one pass over the
+data and returns, replica by replica, the result ``fit`` would have returned (the same parameters
+and metrics to float rounding; the tests compare them in float64). Each step stacks the R
+replicas' batches, padded to a common length and batch size, and one compiled program runs R
+forward passes, R backward passes and R optimizer updates. Padding is exact, not approximate: a
+masked step keeps the state and passes the error through unchanged, and padded positions carry no
+loss.
+
+The math is the project's own: the recurrence runs the cells' step functions through the compiled
+engine's scans (``rnnlab.cells.jax_engine``) and the update is the optimizers' pure ``update`` rule
+under ``jax.numpy``. Only the readout and the loss, which are not recurrent, are differentiated by
+JAX.
+
+Differences from ``fit``: no checkpoints or resume (a run is a sweep of short runs); a replica whose
+loss, gradient or parameters become NaN or Inf is frozen at its last good parameters and reported
+(``"diverged"`` in its result) while the others go on; ``seconds`` per epoch is the wall time of all
+replicas together. Streams with carried state and weight noise are not supported (ValueError).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from rnnlab.models import RecurrentModel, Stats
+from rnnlab.optim import make_optimizer, make_schedule
+from rnnlab.train import SequenceData, TrainConfig, pad, summarize
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError("fit_replicas needs JAX: pip install 'rnnlab[jax]'") from err
+
+from rnnlab.cells.jax_engine import backward_scan, forward_scan  # noqa: E402  (also enables float64 in JAX)
+
+# -- one replica's loss and gradients (pure; vmapped below) ---------------------------------------
+
+
+def _head_loss(model: RecurrentModel, hs, readout, y, mask, weight):
+    """Readout and loss of one batch: hs (T, B, H) → (mean loss, (loss sum, count, correct))."""
+    if model.head == "last":
+        T = hs.shape[0]
+        last = T - 1 - jnp.argmax(mask[::-1], axis=0)                          # (B,)
+        features = hs[last, jnp.arange(hs.shape[1])]
+    elif model.head == "mean":
+        features = (hs * mask[..., None]).sum(0) / jnp.maximum(mask.sum(0), 1.0)[:, None]
+    else:
+        features = hs
+    out = features @ readout["W"]
+    if "b" in readout:
+        out = out + readout["b"]
+    w = mask if model.head in ("steps", "multilabel") else weight               # positions' weights
+    correct = jnp.zeros((), out.dtype)
+    if model.loss_name == "binary_cross_entropy":
+        per = (jnp.logaddexp(0.0, out) - y * out).sum(-1)
+    elif model.loss_name == "squared_error" and jnp.issubdtype(y.dtype, jnp.floating):
+        per = 0.5 * ((out - y) ** 2).sum(-1)
+    else:
+        if model.loss_name == "squared_error":
+            per = 0.5 * ((out - jax.nn.one_hot(y, out.shape[-1], dtype=out.dtype)) ** 2).sum(-1)
+        else:
+            shifted = out - jax.lax.stop_gradient(out.max(-1, keepdims=True))
+            log_p = shifted - jnp.log(jnp.exp(shifted).sum(-1, keepdims=True))
+            per = -jnp.take_along_axis(log_p, y[..., None], axis=-1)[..., 0]
+        correct = ((out.argmax(-1) == y) * w).sum()
+    count = w.sum()
+    loss_sum = (w * per).sum()
+    return loss_sum / count, (loss_sum, count, correct)
+
+
+def _split(model: RecurrentModel, params: dict):
+    layers = [{name: params[f"rnn.{i}.{name}"] for name in cell.params} for i, cell in enumerate(model.rnn.layers)]
+    readout = {name: params[f"out.{name}"] for name in model.readout.params}
+    return layers, readout
+
+
+def _inputs(model: RecurrentModel, params: dict, x):
+    if model.embedding is not None:
+        return params["emb.W"][x]
+    if model.one_hot:
+        return jax.nn.one_hot(x, model.input_size, dtype=model.dtype)
+    return x
+
+
+def _run_forward(model: RecurrentModel, layers: list, inputs, mask):
+    """The stack's forward; per layer, what its backward needs."""
+    B = inputs.shape[1]
+    m = mask[..., None]
+    saved, h = [], inputs
+    for cell, p in zip(model.rnn.layers, layers):
+        state0 = tuple(jnp.zeros((B, cell.hidden_size), inputs.dtype) for _ in range(cell.state_size))
+        states, steps = forward_scan(cell, True, p, h, state0, m)
+        saved.append((h, state0, states, steps))
+        h = states[0]
+    return h, saved
+
+
+def _loss_and_grads(model: RecurrentModel, back_steps, params, x, y, mask, weight):
+    layers, readout = _split(model, params)
+    inputs = _inputs(model, params, x)
+    hs, saved = _run_forward(model, layers, inputs, mask)
+    loss, pullback, stats = jax.vjp(lambda h, r: _head_loss(model, h, r, y, mask, weight), hs, readout, has_aux=True)
+    dhs, dreadout = pullback(jnp.ones((), loss.dtype))
+    grads = {f"out.{name}": g for name, g in dreadout.items()}
+    d = dhs
+    for i in range(len(layers) - 1, -1, -1):
+        cell = model.rnn.layers[i]
+        h_in, state0, states, steps = saved[i]
+        layer_grads, d, _, _ = backward_scan(cell, True, back_steps, layers[i], h_in, mask[..., None], state0, states,
+                                         steps, d)
+        grads.update({f"rnn.{i}.{name}": g for name, g in layer_grads.items()})
+    if model.embedding is not None:
+        W = params["emb.W"]
+        grads["emb.W"] = jnp.zeros_like(W).at[x.reshape(-1)].add(d.reshape(-1, W.shape[1]))
+    return loss, {name: grads[name] for name in params}, stats
+
+
+def _evaluate_batch(model: RecurrentModel, params, x, y, mask, weight):
+    layers, readout = _split(model, params)
+    hs, _ = _run_forward(model, layers, _inputs(model, params, x), mask)
+    return _head_loss(model, hs, readout, y, mask, weight)[1]
+
+
+def _train_step(model: RecurrentModel, config: TrainConfig, rule, params, slots, t, lr, active, x, y, mask, weight):
+    """One replica's step: gradients, clipping, the optimizer's rule. A replica that is not active
+    (stopped early or diverged) keeps its parameters; one whose step is not finite keeps them and
+    stops being active."""
+    loss, grads, stats = _loss_and_grads(model, config.back_steps, params, x, y, mask, weight)
+    if config.clip_value is not None:
+        grads = {k: jnp.clip(g, -config.clip_value, config.clip_value) for k, g in grads.items()}
+    if config.clip is not None:
+        norm = jnp.sqrt(sum(jnp.vdot(g, g) for g in grads.values()))
+        scale = jnp.where(norm > config.clip, config.clip / norm, 1.0)
+        grads = {k: g * scale for k, g in grads.items()}
+    new_params, new_slots = {}, {slot: dict(arrays) for slot, arrays in slots.items()}
+    for name, p in params.items():
+        g = grads[name] + config.weight_decay * p if config.weight_decay else grads[name]
+        delta, updated = rule.update(g, {slot: slots[slot][name] for slot in slots}, t + 1, lr, xp=jnp)
+        new_params[name] = p - delta.astype(p.dtype)
+        for slot, a in updated.items():
+            new_slots[slot][name] = a
+    finite = jnp.isfinite(loss)
+    for tree in (grads, new_params):
+        for a in tree.values():
+            finite = finite & jnp.isfinite(a).all()
+    keep = active & finite
+
+    def choose(new, old):
+        return jnp.where(keep, new, old)
+
+    params = {k: choose(new_params[k], params[k]) for k in params}
+    slots = {slot: {k: choose(new_slots[slot][k], slots[slot][k]) for k in slots[slot]} for slot in slots}
+    return params, slots, t + keep, keep, stats, finite
+
+
+_PROGRAMS: dict = {}
+
+
+def _programs(model: RecurrentModel, config: TrainConfig, rule):
+    """The compiled (train step, batch evaluation) for this kind of model, configuration and rule,
+    kept across calls: the traced functions read only the structure below from ``model``,
+    ``config`` and ``rule`` (shapes are JAX's own cache key)."""
+    layers = tuple((type(c), getattr(c, "activation", None), getattr(c, "variant", None), c.input_size,
+                    c.hidden_size, tuple(c.params)) for c in model.rnn.layers)
+    hyper = tuple(sorted((k, v) for k, v in vars(rule).items() if k not in ("params", "state", "lr", "steps")))
+    key = (layers, model.head, model.loss_name, model.one_hot, model.embedding is not None, model.input_size,
+           str(model.dtype), tuple(model.readout.params), config.back_steps, config.clip, config.clip_value,
+           config.weight_decay, type(rule), hyper)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = (jax.jit(jax.vmap(partial(_train_step, model, config, rule))),
+                          jax.jit(jax.vmap(partial(_evaluate_batch, model))))
+    return _PROGRAMS[key]
+
+
+# -- batches --------------------------------------------------------------------------------------
+
+
+class _Padded:
+    """One split per replica (or one shared by all), padded once to (T_max, R_data, N, ...), from
+    which each step gathers the R replicas' batches."""
+
+    def __init__(self, splits: list[SequenceData], dtype, bucket: int) -> None:
+        self.splits, self.bucket, self.dtype = splits, bucket, dtype
+        self.per_step = splits[0].per_step
+        self.lengths = np.stack([d.lengths for d in splits])                      # (R_data, N)
+        T = int(self.lengths.max())
+        self.x = np.stack([self._pad(d.inputs, T) for d in splits], axis=1)
+        if self.per_step:
+            self.y = np.stack([self._pad(d.targets, T) for d in splits], axis=1)
+        else:
+            self.y = np.stack([self._cast(d.targets) for d in splits])             # (R_data, N, ...)
+
+    def _cast(self, a):
+        a = np.asarray(a)
+        return a if np.issubdtype(a.dtype, np.integer) else a.astype(self.dtype)
+
+    def _pad(self, arrays, T: int) -> np.ndarray:
+        out, _ = pad([self._cast(a) for a in arrays])
+        return np.concatenate([out, np.zeros((T - out.shape[0],) + out.shape[1:], out.dtype)])
+
+    @property
+    def targets_are_classes(self) -> bool:
+        return bool(np.issubdtype(self.y.dtype, np.integer))
+
+    def gather(self, groups: Sequence[np.ndarray], batch_size: int):
+        """R index groups (replica r reads its own split) → x (R, T, B, ...), y, mask (R, T, B),
+        weight (R, B), padded to B = batch_size and T = the longest sequence rounded up to the bucket."""
+        R = len(groups)
+        index = np.zeros((R, batch_size), np.int64)
+        valid = np.zeros((R, batch_size), bool)
+        for r, g in enumerate(groups):
+            index[r, : len(g)], valid[r, : len(g)] = g, True
+        split = (np.arange(R) if len(self.splits) > 1 else np.zeros(R, np.int64))[:, None]   # (R, 1)
+        lengths = np.where(valid, self.lengths[split, index], 0)
+        T = min(self.x.shape[0], self.bucket * math.ceil(lengths.max() / self.bucket))
+        x = np.moveaxis(self.x[:T, split, index], 0, 1)
+        y = np.moveaxis(self.y[:T, split, index], 0, 1) if self.per_step else self.y[split, index]
+        mask = (np.arange(T)[None, :, None] < lengths[:, None, :]).astype(self.dtype)
+        return x, y, mask, valid.astype(self.dtype)
+
+
+def _per_replica(data, R: int, name: str) -> list[SequenceData] | None:
+    if data is None:
+        return None
+    splits = list(data) if isinstance(data, (list, tuple)) else [data]
+    if len(splits) not in (1, R):
+        raise ValueError(f"{name}: expected one SequenceData or one per replica ({R}), got {len(splits)}")
+    for d in splits:
+        if not isinstance(d, SequenceData):
+            raise ValueError(f"{name}: fit_replicas trains on SequenceData; streams with carried state "
+                             f"(StreamData) need fit")
+    if len({len(d) for d in splits}) > 1 or len({d.per_step for d in splits}) > 1:
+        raise ValueError(f"{name}: every replica's split needs the same number and kind of sequences, got sizes "
+                         f"{[len(d) for d in splits]}")
+    return splits
+
+
+# -- the loop -------------------------------------------------------------------------------------
+
+
+def fit_replicas(
+    models: Sequence[RecurrentModel],
+    train: SequenceData | Sequence[SequenceData],
+    dev: SequenceData | Sequence[SequenceData] | None = None,
+    test: SequenceData | Sequence[SequenceData] | None = None,
+    config: TrainConfig | None = None,
+    seeds: Sequence[int] | None = None,
+    extra_metrics: Callable | Sequence[Callable] | None = None,
+    length_bucket: int = 8,
+) -> list[dict[str, Any]]:
+    """Train ``models[r]`` with ``config.seed = seeds[r]`` (default 0, 1, ...) as R replicas at once;
+    returns one result dict per replica, as ``fit`` returns it, plus ``"replicas"`` (how many were
+    trained together) and ``"diverged"`` (None, or where that replica stopped). The models are
+    left holding their trained (best-dev) parameters.
+
+    ``train``/``dev``/``test``: one SequenceData shared by all replicas, or one per replica (same
+    number of sequences). ``extra_metrics``: one callable, or one per replica (a task's metrics
+    read its own data). ``length_bucket``: batches are padded to a multiple of this many steps, so
+    the program is compiled for a few lengths only.
+    """
+    config = config or TrainConfig()
+    models = list(models)
+    R = len(models)
+    if R == 0:
+        raise ValueError("models: expected at least one model")
+    seeds = list(range(R)) if seeds is None else [int(s) for s in seeds]
+    if len(seeds) != R:
+        raise ValueError(f"seeds: expected one per model ({R}), got {len(seeds)}")
+    if len(set(seeds)) != R:
+        raise ValueError(f"seeds: expected distinct seeds, got {seeds}")
+    splits = {name: _per_replica(data, R, name) for name, data in (("train", train), ("dev", dev), ("test", test))}
+    if splits["train"] is None:
+        raise ValueError("train: expected training data")
+    metric_fns = list(extra_metrics) if isinstance(extra_metrics, (list, tuple)) else [extra_metrics] * R
+    if len(metric_fns) != R:
+        raise ValueError(f"extra_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
+    if config.weight_noise:
+        raise ValueError("weight_noise: not supported by fit_replicas (fit draws it from NumPy's generator)")
+    if length_bucket < 1:
+        raise ValueError(f"length_bucket: expected a positive number of steps, got {length_bucket}")
+    template = models[0]
+    shapes = {k: v.shape for k, v in template.params.items()}
+    for r, m in enumerate(models[1:], 1):
+        if {k: v.shape for k, v in m.params.items()} != shapes or type(m) is not type(template):
+            raise ValueError(f"models: model {r} differs from model 0 ({m!r} vs {template!r})")
+    dtype = template.dtype
+    rule = make_optimizer(config.optimizer, {}, config.lr, config.momentum, config.weight_decay)
+    params = {k: jnp.asarray(np.stack([m.params[k] for m in models])) for k in template.params}
+    slots = {slot: {k: jnp.zeros_like(v) for k, v in params.items()} for slot in rule.slots}
+    t = jnp.zeros(R, jnp.int32)
+    step, evaluate_batch = _programs(template, config, rule)
+
+    rngs = [np.random.default_rng(seed) for seed in seeds]
+    schedules = [make_schedule(config.schedule, config.lr, **config.schedule_kwargs()) for _ in seeds]
+    padded = {name: _Padded(data, dtype, length_bucket) for name, data in splits.items() if data is not None}
+    # fit reports an accuracy only where outputs are classes
+    accuracy = template.loss_name == "cross_entropy" or (
+        template.loss_name == "squared_error" and padded["train"].targets_are_classes)
+    histories: list[list[dict]] = [[] for _ in seeds]
+    best = dict(params) if "dev" in padded else None
+    best_dev = [math.inf] * R
+    best_epoch: list[int | None] = [None] * R
+    bad_epochs, epochs_run = [0] * R, [0] * R
+    stopped, diverged = [False] * R, [None] * R
+    started = time.perf_counter()
+    for epoch in range(config.epochs):
+        active_now = [not (stopped[r] or diverged[r]) for r in range(R)]
+        if not any(active_now):
+            break
+        lrs = [s.lr_for(epoch) for s in schedules]
+        lr = jnp.asarray(lrs, dtype)
+        active = jnp.asarray(active_now)
+        tic = time.perf_counter()
+        n_train = len(splits["train"][0])
+        groups = [splits["train"][min(r, len(splits["train"]) - 1)].batch_indices(config.batch_size, rng)
+                  for r, rng in enumerate(rngs)]
+        sums = []
+        for b in range(len(groups[0])):
+            x, y, mask, weight = padded["train"].gather([g[b] for g in groups], config.batch_size)
+            params, slots, t, active, stats, finite = step(params, slots, t, lr, active, x, y, mask, weight)
+            sums.append((stats, finite))
+        fetched = jax.device_get(sums)
+        seconds = time.perf_counter() - tic
+        dev_stats = (_evaluate_all(evaluate_batch, params, padded["dev"], config.batch_size, accuracy)
+                     if "dev" in padded else None)
+        for r in range(R):
+            if not active_now[r]:
+                continue
+            bad_batch = next((b for b, (_, ok) in enumerate(fetched) if not ok[r]), None)
+            if bad_batch is not None:
+                diverged[r] = (f"training diverged at epoch {epoch + 1}, batch {bad_batch + 1}: the loss, a gradient "
+                               f"or an updated parameter is NaN or Inf; this replica kept its last good parameters")
+            stats = [Stats(float(s[0][r]), int(round(float(s[1][r]))), int(round(float(s[2][r]))) if accuracy else None)
+                     for s, _ in fetched[:bad_batch]]
+            row: dict[str, Any] = {"epoch": epoch + 1, "lr": lrs[r]}
+            if stats:
+                row.update(summarize(stats, template, "train"))
+            dev_loss = None
+            if dev_stats is not None:
+                row.update(summarize([dev_stats[r]], template, "dev"))
+                dev_loss = row["dev_loss"]
+            row["seconds"] = seconds  # all replicas together
+            row["sequences_per_second"] = R * n_train / seconds if seconds > 0 else float("inf")
+            histories[r].append(row)
+            epochs_run[r] = epoch + 1
+            if diverged[r] or "train_loss" not in row:
+                continue
+            schedules[r].observe(row["train_loss"], dev_loss)
+            watched = row["train_loss"] if dev_loss is None else dev_loss
+            if best_epoch[r] is None or watched < best_dev[r] - config.min_delta:
+                best_dev[r], best_epoch[r], bad_epochs[r] = watched, epoch + 1, 0
+                if best is not None:
+                    best = {k: best[k].at[r].set(params[k][r]) for k in best}
+            else:
+                bad_epochs[r] += 1
+            if config.early_stopping is not None and "dev" in padded and bad_epochs[r] >= config.early_stopping:
+                stopped[r] = True
+        if config.progress:
+            losses = [h[-1].get("train_loss", math.nan) for h in histories if h and h[-1]["epoch"] == epoch + 1]
+            print(f"epoch {epoch + 1}/{config.epochs}: {R} replicas, train loss mean {np.nanmean(losses):.4g}, "
+                  f"{seconds:.2f} s", file=sys.stderr)
+
+    final = best if best is not None else params
+    split_stats = {name: _evaluate_all(evaluate_batch, final, data, config.batch_size, accuracy)
+                   for name, data in padded.items()}
+    final = {k: np.asarray(v) for k, v in final.items()}
+    total = time.perf_counter() - started
+    results = []
+    for r, (seed, model, metrics) in enumerate(zip(seeds, models, metric_fns)):
+        for k, p in model.params.items():
+            p[...] = final[k][r]
+        result: dict[str, Any] = {
+            "config": dataclasses.asdict(dataclasses.replace(config, seed=seed)),
+            "num_params": model.num_params(),
+            "epochs_run": epochs_run[r],
+            "best_epoch": best_epoch[r],
+            "stopped_early": stopped[r],
+            "restored_best_dev": best is not None,
+            "seconds_total": total,
+            "replicas": R,
+            "diverged": diverged[r],
+        }
+        for prefix, stats in split_stats.items():
+            result.update(summarize([stats[r]], model, prefix))
+        if metrics is not None:
+            result.update(metrics(model))
+        result["history"] = histories[r]
+        results.append(result)
+    return results
+
+
+def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accuracy: bool) -> list[Stats]:
+    """Every replica's loss sum, count and correct over a whole split (batches in order)."""
+    R = next(iter(params.values())).shape[0]
+    sums = [evaluate_batch(params, *data.gather([index] * R, batch_size))
+            for index in data.splits[0].batch_indices(batch_size)]
+    loss_sum, count, correct = (np.sum([np.asarray(s[i]) for s in sums], axis=0) for i in range(3))
+    return [Stats(float(loss_sum[r]), int(round(float(count[r]))), int(round(float(correct[r]))) if accuracy else None)
+            for r in range(R)]
