@@ -71,6 +71,23 @@ def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):
     assert result_file.stat().st_mtime_ns != stamp
 
 
+def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
+    """--replicas trains each configuration's seeds as one compiled program: same results (float32
+    training, so to rounding), same files, and the stored parameters load for the analyses."""
+    pytest.importorskip("jax", reason="--replicas needs the jax extra")
+    exp = EXPERIMENTS["mean-sign"]
+    plain = run_experiment(exp, tmp_path / "plain", seeds=2, workers=1, quick=True, progress=False)
+    together = run_experiment(exp, tmp_path / "replicas", seeds=2, workers=2, quick=True, progress=False,
+                              replicas=True)
+    _check_results(exp, together, tmp_path / "replicas" / "mean-sign", seeds=2)
+    for a, b in zip(plain["runs"], together["runs"]):
+        assert (a["key"], a["seed"]) == (b["key"], b["seed"])
+        for metric in ("test_loss", "test_accuracy", "train_loss"):
+            assert b[metric] == pytest.approx(a[metric], rel=2e-3, abs=2e-3), metric
+    job = json.loads((tmp_path / "replicas" / "mean-sign" / "jobs" / "rnn-64x2-s1" / "result.json").read_text())
+    assert job["replicas"] == 2
+
+
 def _compare_quick(tmp_path: Path) -> Path:
     proc = subprocess.run([sys.executable, "-m", "rnnlab.cli", "compare", "--quick", "--seeds", "2", "--workers", "2",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)

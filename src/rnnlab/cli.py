@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -280,8 +281,10 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
+    if args.replicas and importlib.util.find_spec("jax") is None:
+        raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
-                             force=args.force, progress=True)
+                             force=args.force, progress=True, replicas=args.replicas)
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(md_path.read_text().split("## Figures")[0].split("## Settings")[0])
@@ -308,6 +311,9 @@ def _experiment_options(parser: argparse.ArgumentParser) -> None:
                         "the report says so)")
     parser.add_argument("--force", action="store_true", help="retrain configurations that are already done")
     parser.add_argument("--out", default="runs", help="folder that receives NAME/ with the results and report")
+    parser.add_argument("--replicas", action="store_true",
+                        help="train each configuration's seeds together, as one compiled JAX program (needs "
+                        "rnnlab[jax]; streams and weight noise still train seed by seed)")
 
 
 def build_parser() -> argparse.ArgumentParser:

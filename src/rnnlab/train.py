@@ -214,8 +214,10 @@ def atomic_write(path: Path, write) -> None:
 
 
 def save_checkpoint(path: Path, model: RecurrentModel, optimizer, meta: dict, best: dict | None) -> None:
+    """Parameters, optimizer state (None: a finished run's parameters only) and best-dev snapshot."""
     arrays = {f"param/{k}": v for k, v in model.params.items()}
-    arrays.update({f"opt/{k}": v for k, v in optimizer.state_dict().items()})
+    if optimizer is not None:
+        arrays.update({f"opt/{k}": v for k, v in optimizer.state_dict().items()})
     if best is not None:
         arrays.update({f"best/{k}": v for k, v in best.items()})
     arrays["meta"] = np.array(json.dumps(meta))
@@ -306,7 +308,7 @@ def _first_non_finite(arrays: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def _write_metrics(path: Path, history: list[dict]) -> None:
+def write_metrics(path: Path, history: list[dict]) -> None:
     fields = list(history[0]) if history else []
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -352,7 +354,7 @@ def fit(
         progress = _Progress(**meta["progress"])
         if any(k.startswith("best/") for k in arrays):
             best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")}
-        _write_metrics(out / "metrics.csv", progress.history)
+        write_metrics(out / "metrics.csv", progress.history)
 
     started = time.perf_counter()
     for epoch in range(progress.epoch, config.epochs):
@@ -417,7 +419,7 @@ def fit(
         progress.history.append(row)
         if out is not None:
             if len(progress.history) == 1 or not (out / "metrics.csv").exists():
-                _write_metrics(out / "metrics.csv", progress.history)
+                write_metrics(out / "metrics.csv", progress.history)
             else:
                 with open(out / "metrics.csv", "a", newline="") as f:
                     csv.DictWriter(f, fieldnames=list(row)).writerow(row)

@@ -107,18 +107,58 @@ def run_job(settings: dict[str, Any], job_dir: str) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "history"}
 
 
+def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) -> dict[str, Any]:
+    """One configuration's seeds trained together by ``fit_replicas`` (the jax extra), each stored
+    like a ``run_job`` result (result.json, metrics.csv, the trained parameters). Streams with
+    carried state and weight noise, which ``fit_replicas`` does not do, train seed by seed."""
+    from rnnlab.replicas import fit_replicas
+    from rnnlab.train import CHECKPOINT, SequenceData, atomic_write, save_checkpoint, write_metrics
+
+    built = [build(settings) for settings in settings_list]
+    tasks = [task for task, _ in built]
+    if settings_list[0].get("weight_noise") or not all(isinstance(d, SequenceData) for d in tasks[0].splits.values()):
+        results = [run_job(settings, job_dir) for settings, job_dir in zip(settings_list, job_dirs)]
+        return {"seconds_total": sum(r["seconds_total"] for r in results), "replicas": 1}
+    splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
+              for name in ("train", "dev", "test")}
+    results = fit_replicas([model for _, model in built], splits["train"], splits["dev"], splits["test"],
+                           train_config(settings_list[0], progress=False), [s["seed"] for s in settings_list],
+                           [task.extra_metrics for task in tasks])
+    for settings, task, (_, model), result, job_dir in zip(settings_list, tasks, built, results, job_dirs):
+        out = Path(job_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        result["run"] = {"settings": settings, "task_info": jsonable(task.info)}
+        write_metrics(out / "metrics.csv", result["history"])
+        save_checkpoint(out / CHECKPOINT, model, None, {"format": 1, "config": result["config"],
+                                                        "run": result["run"]}, None)
+        atomic_write(out / "result.json", lambda f, r=result: f.write(json.dumps(r, indent=2).encode()))
+    return {"seconds_total": results[0]["seconds_total"], "replicas": len(results)}
+
+
 def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
 
 
-def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = True) -> None:
-    """jobs: (name, settings, job_dir). Parallel worker processes, one BLAS thread each."""
+def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = True, replicas: bool = False) -> None:
+    """jobs: (name, settings, job_dir). Parallel worker processes, one BLAS thread each. With
+    ``replicas``, the seeds of one configuration (same settings but the seed) form one job."""
     if not jobs:
         return
-    total = len(jobs)
+    tasks: list[tuple[str, Callable, tuple]] = []
+    if replicas:
+        groups: dict[str, list] = {}
+        for name, settings, job_dir in jobs:
+            key = json.dumps({k: v for k, v in settings.items() if k != "seed"}, sort_keys=True, default=str)
+            groups.setdefault(key, []).append((name, settings, job_dir))
+        for group in groups.values():
+            label = f"{group[0][0].rsplit(' seed ', 1)[0]} seeds {','.join(str(s['seed']) for _, s, _ in group)}"
+            tasks.append((label, run_replica_job, ([s for _, s, _ in group], [str(d) for _, _, d in group])))
+    else:
+        tasks = [(name, run_job, (settings, str(job_dir))) for name, settings, job_dir in jobs]
+    total = len(tasks)
     if workers <= 1:
-        for i, (name, settings, job_dir) in enumerate(jobs, 1):
-            result = run_job(settings, str(job_dir))
+        for i, (name, function, args) in enumerate(tasks, 1):
+            result = function(*args)
             if progress:
                 _progress(i, total, name, f"trained in {result['seconds_total']:.1f} s")
         return
@@ -126,8 +166,8 @@ def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = 
     os.environ.update({k: "1" for k in saved})  # spawned workers inherit it before importing numpy
     try:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            started = {pool.submit(run_job, settings, str(job_dir)): name for name, settings, job_dir in jobs}
+        with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=context) as pool:
+            started = {pool.submit(function, *args): name for name, function, args in tasks}
             for i, future in enumerate(as_completed(started), 1):
                 result = future.result()  # a failed job raises here, naming nothing else as done
                 if progress:
@@ -161,7 +201,8 @@ def summarize(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> lis
 
 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 3, workers: int | None = None,
-                   quick: bool = False, force: bool = False, progress: bool = True) -> dict[str, Any]:
+                   quick: bool = False, force: bool = False, progress: bool = True,
+                   replicas: bool = False) -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
     analyses, and write results.json / results.csv. Returns the results dict (the report's input)."""
     exp_dir = Path(out_root) / exp.name
@@ -191,7 +232,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
         print(f"{exp.name}: {len(jobs)} runs to train, {skipped} already done, {min(workers, max(len(jobs), 1))} "
               f"workers", file=sys.stderr)
     started = time.perf_counter()
-    run_jobs(jobs, min(workers, max(len(jobs), 1)), progress)
+    run_jobs(jobs, workers, progress, replicas)
 
     runs = []
     for spec in specs:
