@@ -143,3 +143,27 @@ def test_bad_arguments_are_named():
         fit_replicas([model(0), model(1), model(2)], [train, train], config=config)
     with pytest.raises(ValueError, match="train: every replica's split needs the same number"):
         fit_replicas([model(0), model(1)], [train, _sequences("ids-steps", 9, 1)], config=config)
+
+
+def test_aligned_lengths_keep_each_replicas_batches_and_train():
+    """align_lengths: each replica trains on its own batches (those fit would draw), in an order
+    shared by all replicas in which the replicas' batch lengths rise and fall together."""
+    from rnnlab.replicas import _aligned, _Padded
+
+    seeds = [0, 1, 2, 3]
+    train = [_sequences("ids-steps", 40, s) for s in seeds]
+    groups = [d.batch_indices(4, np.random.default_rng(s)) for d, s in zip(train, seeds)]
+    padded = _Padded(train, np.float64, 8)
+    aligned = _aligned(groups, padded, np.random.default_rng(0))
+    for r, (mine, theirs) in enumerate(zip(aligned, groups)):
+        assert sorted(map(tuple, mine)) == sorted(map(tuple, theirs)), r
+    longest = np.array([[train[r].lengths[g].max() for g in aligned[r]] for r in range(len(seeds))])
+    ranks = longest.argsort(axis=1).argsort(axis=1)
+    assert (np.ptp(ranks, axis=0) <= 2).mean() > 0.5     # same rank in every replica up to ties
+
+    config = TrainConfig(optimizer="adam", lr=0.05, batch_size=4, epochs=4, progress=False)
+    models = [RecurrentModel("gru", 5, 6, 5, head="steps", one_hot=True, seed=s, dtype=np.float64) for s in seeds]
+    results = fit_replicas(models, train, None, None, config, seeds, align_lengths=True)
+    for result in results:
+        losses = [h["train_loss"] for h in result["history"]]
+        assert all(np.isfinite(losses)) and losses[-1] < losses[0]
