@@ -124,6 +124,28 @@ def test_a_diverging_replica_is_frozen_and_the_others_go_on():
         np.testing.assert_allclose(models[r].params["rnn.0.W_h"], reference.params["rnn.0.W_h"], rtol=1e-9)
 
 
+def test_a_learning_rate_sweep_is_one_program():
+    """Replicas may differ in their learning rate: each equals its own fit."""
+    rates = [0.003, 0.03, 0.3]
+    config = TrainConfig(optimizer="sgd", lr=1.0, momentum=0.5, batch_size=4, epochs=3, schedule="exponential",
+                         gamma=0.5, decay_start=1, progress=False)
+    train = _sequences("ids-class", 12, 0)
+
+    def model():
+        return RecurrentModel("rnn", 4, 5, 3, head="last", vocab_size=6, seed=0, dtype=np.float64)
+
+    models = [model() for _ in rates]
+    results = fit_replicas(models, train, None, None, config, [0, 1, 2], learning_rates=rates)
+    for r, lr in enumerate(rates):
+        reference = model()
+        expected = fit(reference, train, config=dataclasses.replace(config, lr=lr, seed=r))
+        assert results[r]["config"]["lr"] == lr
+        assert [h["lr"] for h in results[r]["history"]] == [h["lr"] for h in expected["history"]]
+        np.testing.assert_allclose(models[r].params["rnn.0.W_h"], reference.params["rnn.0.W_h"], rtol=1e-9)
+    with pytest.raises(ValueError, match="learning_rates: expected one positive rate per model"):
+        fit_replicas([model()], train, config=config, learning_rates=[0.1, 0.2])
+
+
 def test_bad_arguments_are_named():
     train = _sequences("ids-steps", 8, 0)
 

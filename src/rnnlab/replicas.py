@@ -268,6 +268,7 @@ def fit_replicas(
     extra_metrics: Callable | Sequence[Callable] | None = None,
     length_bucket: int = 8,
     align_lengths: bool = False,
+    learning_rates: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """Train ``models[r]`` with ``config.seed = seeds[r]`` (default 0, 1, ...) as R replicas at once;
     returns one result dict per replica, as ``fit`` returns it, plus ``"replicas"`` (how many were
@@ -276,7 +277,9 @@ def fit_replicas(
 
     ``train``/``dev``/``test``: one SequenceData shared by all replicas, or one per replica (same
     number of sequences). ``extra_metrics``: one callable, or one per replica (a task's metrics
-    read its own data). ``length_bucket``: batches are padded to a multiple of this many steps, so
+    read its own data). ``learning_rates``: one initial rate per replica (a learning-rate sweep as
+    one program; each replica's schedule scales its own), default ``config.lr`` for all.
+    ``length_bucket``: batches are padded to a multiple of this many steps, so
     the program is compiled for a few lengths only.
 
     ``align_lengths``: every step pads to the longest of the R replicas' batches, so with randomly
@@ -303,6 +306,9 @@ def fit_replicas(
     metric_fns = list(extra_metrics) if isinstance(extra_metrics, (list, tuple)) else [extra_metrics] * R
     if len(metric_fns) != R:
         raise ValueError(f"extra_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
+    initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
+    if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
+        raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
     if config.weight_noise:
         raise ValueError("weight_noise: not supported by fit_replicas (fit draws it from NumPy's generator)")
     if length_bucket < 1:
@@ -321,7 +327,7 @@ def fit_replicas(
 
     rngs = [np.random.default_rng(seed) for seed in seeds]
     shared_rng = np.random.default_rng(seeds)
-    schedules = [make_schedule(config.schedule, config.lr, **config.schedule_kwargs()) for _ in seeds]
+    schedules = [make_schedule(config.schedule, lr, **config.schedule_kwargs()) for lr in initial_lrs]
     padded = {name: _Padded(data, dtype, length_bucket) for name, data in splits.items() if data is not None}
     # fit reports an accuracy only where outputs are classes
     accuracy = template.loss_name == "cross_entropy" or (
@@ -402,7 +408,7 @@ def fit_replicas(
         for k, p in model.params.items():
             p[...] = final[k][r]
         result: dict[str, Any] = {
-            "config": dataclasses.asdict(dataclasses.replace(config, seed=seed)),
+            "config": dataclasses.asdict(dataclasses.replace(config, seed=seed, lr=initial_lrs[r])),
             "num_params": model.num_params(),
             "epochs_run": epochs_run[r],
             "best_epoch": best_epoch[r],

@@ -396,6 +396,8 @@ def _ptb_specs(quick: bool) -> list[RunSpec]:
     specs = []
     for cell in ("lstm", "gru", "rnn"):
         settings = {"cell": cell, "variant": "cudnn", "activation": "tanh", "embedding_dim": 200}
+        if cell == "rnn":  # Zaremba's rate makes the tanh RNN diverge (see the experiment's notes)
+            settings["lr"] = 5.0
         options = {}
         if quick:
             settings.update(epochs=1, hidden=16, embedding_dim=16)
@@ -412,6 +414,10 @@ PTB = Experiment(
     "averages tokens, so lr 20 and clip 0.25 here are the same updates.",
     _ptb_specs, ["dev_perplexity", "test_perplexity"],
     {("lstm", "dev_perplexity"): 120.7, ("lstm", "test_perplexity"): 114.5},
+    notes=["The tanh RNN does not train at the LSTM's rate: at lr 20 its training loss was 18.4 nats (uniform: "
+           "9.2) and its dev perplexity 2.6e7 after 120,000 tokens, against 6.9 and 600 at lr 5 and 6.9 and 780 at "
+           "lr 2 (the LSTM at lr 20: 6.8 and 562). The RNN trains at lr 5 (Zaremba's 0.25 on the summed loss); "
+           "the GRU keeps the LSTM's setting."],
 )
 
 # -- the main job -----------------------------------------------------------------------------------
