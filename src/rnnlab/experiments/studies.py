@@ -82,6 +82,10 @@ REBER_TRAIN = {"init": "normal", "init_scale": 1.0, "optimizer": "adam", "lr": 0
                "epochs": 100}
 
 
+S2_ORIGINAL = {"init": "normal", "init_scale": 1.0, "optimizer": "sgd", "lr": 0.001, "batch_size": 1,
+               "schedule": "halve-on-rise", "epochs": 1000}
+
+
 def _reber_specs(embedded: bool):
     task = "embedded-reber" if embedded else "reber"
     k = 18 if embedded else 5
@@ -91,9 +95,17 @@ def _reber_specs(embedded: bool):
     def specs(quick: bool) -> list[RunSpec]:
         train = dict(REBER_TRAIN, epochs=3) if quick else REBER_TRAIN
         options = {"n_train": 64, "n_test": 64} if quick else {}
-        return [RunSpec(f"rnn-{k}", task, {**train, "cell": "rnn", "activation": "sigmoid", "hidden": k}, options),
+        runs = [RunSpec(f"rnn-{k}", task, {**train, "cell": "rnn", "activation": "sigmoid", "hidden": k}, options),
                 RunSpec("gru-10", task, {**train, "cell": "gru", "variant": "cho", "hidden": 10}, options),
                 RunSpec(f"lstm-{lstm}", task, {**train, "cell": "lstm", "hidden": lstm}, options)]
+        if embedded:  # S2's own training: squared error on linear outputs, SGD one string at a time
+            original = dict(S2_ORIGINAL, epochs=2) if quick else S2_ORIGINAL
+            options = {**options, "target": "squared_error"}
+            runs += [RunSpec(f"rnn-{k}", task, {**original, "cell": "rnn", "activation": "sigmoid", "hidden": k},
+                             options, group="s2-sgd"),
+                     RunSpec("gru-10", task, {**original, "cell": "gru", "variant": "cho", "hidden": 10}, options,
+                             group="s2-sgd")]
+        return runs
     return specs, k, lstm
 
 
@@ -145,6 +157,8 @@ def _reber_experiment(embedded: bool) -> Experiment:
             (f"rnn-{k}", "test_all_solved"): "Elman nets: 0% of trials (H&S 1997)",
             ("gru-10", "test_final_step_accuracy"): "GRU-10 predicts the final T/P (~0.95 output, S2)",
             (f"rnn-{k}", "test_final_step_accuracy"): "vanilla-18 outputs ~0.5/0.5 at the final T/P (S2)",
+            ("s2-sgd-gru-10", "test_final_step_accuracy"): "GRU-10 predicts the final T/P (~0.95 output, S2)",
+            (f"s2-sgd-rnn-{k}", "test_final_step_accuracy"): "vanilla-18 outputs ~0.5/0.5 at the final T/P (S2)",
         }
     else:
         published = {(f"rnn-{k}", "test_solved"): "S2: a sigmoid vanilla RNN with k = 5 learns the Reber grammar"}
@@ -154,8 +168,10 @@ def _reber_experiment(embedded: bool) -> Experiment:
         f"Next-symbol prediction, one-hot inputs and softmax outputs, 256 training and 256 disjoint test strings. "
         f"Sigmoid vanilla RNN k={k}, Cho GRU k=10, LSTM of the GRU's budget; N(0,1) weights, zero biases. "
         "'Solved' = H&S's criterion: at every step of a string, every legal next symbol scores above every "
-        "illegal one. Training differs from S2's plain SGD (one string per update, up to 1000 epochs): Adam "
-        "0.01, batches of 16, 100 epochs, cross-entropy.",
+        "illegal one. Main runs: Adam 0.01, batches of 16, 100 epochs, cross-entropy."
+        + (" Group s2-sgd: S2's own training, linear outputs with squared error, plain SGD one string per "
+           "update at lr 0.001, halved when an epoch's mean error rises, 1000 epochs." if embedded else
+           " S2 itself trains with plain SGD, one string per update."),
         specs, ["train_solved", "test_solved", "test_all_solved", "test_step_accuracy", "test_final_step_accuracy"],
         published,
         _reber_analysis(embedded, k),
