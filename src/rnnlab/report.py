@@ -70,13 +70,21 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _seeds_sentence(results: dict[str, Any]) -> str:
+    if results["seeds"] == 1:
+        spread = "Each configuration was trained with 1 seed: a single run, so the ± 0 below is no spread."
+    else:
+        spread = (f"Each configuration was trained with {results['seeds']} seeds; values are mean ± standard deviation "
+                  "over seeds.")
+    return f"{spread} Time of this call {results['seconds']:.0f} s (jobs already done are not retrained)."
+
+
 def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     parts = [f"# {results['title']}", "", f"Study: {results['study']}. {results['about']}", ""]
     if results["quick"]:
         parts += ["> **Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers check that "
                   "the pipeline works; they are not the study's results.", ""]
-    parts += [f"Each configuration was trained with {results['seeds']} seeds; values are mean ± standard deviation "
-              f"over seeds. Total time {results['seconds']:.0f} s.", "", "## Results", "",
+    parts += [_seeds_sentence(results), "", "## Results", "",
               _md_table(*results_table(results)), ""]
     if results["published"]:
         parts += ["## Next to the published numbers", "", _md_table(*published_table(results)), ""]
@@ -118,8 +126,7 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
     if results["quick"]:
         parts.append("<p class='quick'><b>Quick mode</b>: data and epochs were shrunk so this ran in seconds. "
                      "These numbers check the pipeline; they are not the study's results.</p>")
-    parts.append(f"<p>Each configuration was trained with {results['seeds']} seeds; values are mean ± standard "
-                 f"deviation over seeds. Total time {results['seconds']:.0f} s.</p>")
+    parts.append(f"<p>{html.escape(_seeds_sentence(results))}</p>")
     parts += ["<h2>Results</h2>", _html_table(*results_table(results), "results")]
     if results["published"]:
         parts += ["<h2>Next to the published numbers</h2>", _html_table(*published_table(results), "published")]
