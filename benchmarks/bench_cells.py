@@ -30,9 +30,9 @@ SIZES = [(20, 100, 50, 50), (50, 32, 7, 18), (20, 5, 50, 50), (35, 20, 200, 200)
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
-def median_time(fn, repeats: int) -> float:
-    fn()
-    fn()  # warm up (and compile)
+def median_time(fn, repeats: int, warmups: int = 2) -> float:
+    for _ in range(warmups):  # warm up (and compile)
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

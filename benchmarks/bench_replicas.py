@@ -14,23 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import numpy as np
 
+from bench_cells import median_time  # the script's folder is on sys.path
 from rnnlab.data.tasks import STUDY_DEFAULTS, build_model, get_task
 from rnnlab.replicas import fit_replicas
 from rnnlab.train import TrainConfig, fit
-
-
-def _median_seconds(run, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -54,10 +45,10 @@ def main() -> None:
         return lambda: fit_replicas(models(n), train, None, test, config, seeds[:n], **options)
 
     start = time.perf_counter()
-    one_numpy = _median_seconds(lambda: fit(models(1)[0], train, None, test, config), args.repeats)
-    sequential = _median_seconds(
+    one_numpy = median_time(lambda: fit(models(1)[0], train, None, test, config), args.repeats, warmups=0)
+    sequential = median_time(
         lambda: [fit(m, train, None, test, TrainConfig(**{**vars(config), "seed": s}))
-                 for s, m in zip(seeds, models(args.seeds))], 1)
+                 for s, m in zip(seeds, models(args.seeds))], 1, warmups=0)
     n = args.seeds
     rows = [("one seed, fit_replicas (JAX)", 1, {}),
             (f"{n} seeds, one program, fit's batch order", n, {}),
@@ -68,7 +59,7 @@ def main() -> None:
         tic = time.perf_counter()
         replicas(count, **options)()          # compiles every padded length it meets
         compile_s = time.perf_counter() - tic
-        timed.append((name, count, _median_seconds(replicas(count, **options), args.repeats), compile_s))
+        timed.append((name, count, median_time(replicas(count, **options), args.repeats, warmups=0), compile_s))
     print(f"GRU-10 ({models(1)[0].num_params()} parameters) on embedded Reber, {len(train)} strings, {args.epochs} "
           f"epochs, float32, {cores} cores; median of {args.repeats} after a first (compiling) run; "
           f"{time.perf_counter() - start:.0f} s in all")

@@ -88,6 +88,21 @@ def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
     assert job["replicas"] == 2
 
 
+def test_replica_jobs_fall_back_to_seed_by_seed_where_replicas_cannot_train(tmp_path):
+    """Weight noise (and streams) train through fit, seed by seed, stored as usual."""
+    pytest.importorskip("jax", reason="--replicas needs the jax extra")
+    from rnnlab.experiments.runner import run_replica_job
+
+    spec = EXPERIMENTS["mean-sign"].specs(True)[0]
+    settings = [{**spec.full_settings(seed), "weight_noise": 0.01} for seed in (0, 1)]
+    dirs = [str(tmp_path / f"s{seed}") for seed in (0, 1)]
+    assert run_replica_job(settings, dirs)["replicas"] == 1
+    for d, s in zip(dirs, settings):
+        result = json.loads((Path(d) / "result.json").read_text())
+        assert result["run"]["settings"] == s and "replicas" not in result
+        assert (Path(d) / "checkpoint.npz").is_file() and math.isfinite(result["test_loss"])
+
+
 def _compare_quick(tmp_path: Path) -> Path:
     proc = subprocess.run([sys.executable, "-m", "rnnlab.cli", "compare", "--quick", "--seeds", "2", "--workers", "2",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)

@@ -338,6 +338,7 @@ def fit_replicas(
     best_epoch: list[int | None] = [None] * R
     bad_epochs, epochs_run = [0] * R, [0] * R
     stopped, diverged = [False] * R, [None] * R
+    n_train = len(splits["train"][0])
     started = time.perf_counter()
     for epoch in range(config.epochs):
         active_now = [not (stopped[r] or diverged[r]) for r in range(R)]
@@ -347,7 +348,6 @@ def fit_replicas(
         lr = jnp.asarray(lrs, dtype)
         active = jnp.asarray(active_now)
         tic = time.perf_counter()
-        n_train = len(splits["train"][0])
         groups = [splits["train"][min(r, len(splits["train"]) - 1)].batch_indices(config.batch_size, rng)
                   for r, rng in enumerate(rngs)]
         if align_lengths:

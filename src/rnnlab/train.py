@@ -276,18 +276,6 @@ def evaluate(model: RecurrentModel, data, batch_size: int, prefix: str = "eval")
     return summarize(stats, model, prefix)
 
 
-def final_metrics(model: RecurrentModel, train, dev, test, batch_size: int,
-                  extra_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None) -> dict[str, float]:
-    """The metrics a finished run reports: every split's, then the task's own."""
-    out = evaluate(model, train, batch_size, "train")
-    for data, prefix in ((dev, "dev"), (test, "test")):
-        if data is not None:
-            out.update(evaluate(model, data, batch_size, prefix))
-    if extra_metrics is not None:
-        out.update(extra_metrics(model))
-    return out
-
-
 # -- the loop ---------------------------------------------------------------------------------
 
 
@@ -443,7 +431,13 @@ def fit(
         "restored_best_dev": best is not None,
         "seconds_total": time.perf_counter() - started,
     }
-    result.update(final_metrics(model, train, dev, test, config.batch_size, extra_metrics))
+    result.update(evaluate(model, train, config.batch_size, "train"))
+    if dev is not None:
+        result.update(evaluate(model, dev, config.batch_size, "dev"))
+    if test is not None:
+        result.update(evaluate(model, test, config.batch_size, "test"))
+    if extra_metrics is not None:
+        result.update(extra_metrics(model))
     result["history"] = progress.history
     if out is not None:
         atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))

@@ -96,11 +96,12 @@ class Experiment:
     notes: list[str] = field(default_factory=list)
 
 
-def run_job(settings: dict[str, Any], job_dir: str) -> dict[str, Any]:
-    """One training run, executed in a worker; returns its result without the per-epoch history."""
+def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) -> dict[str, Any]:
+    """One training run, executed in a worker; returns its result without the per-epoch history.
+    ``built``: the (task, model) of these settings, when the caller has them already."""
     from rnnlab.train import fit
 
-    task, model = build(settings)
+    task, model = built or build(settings)
     result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
                  train_config(settings, progress=False), job_dir,
                  run_info={"settings": settings, "task_info": jsonable(task.info)}, extra_metrics=task.extra_metrics)
@@ -117,7 +118,7 @@ def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) ->
     built = [build(settings) for settings in settings_list]
     tasks = [task for task, _ in built]
     if settings_list[0].get("weight_noise") or not all(isinstance(d, SequenceData) for d in tasks[0].splits.values()):
-        results = [run_job(settings, job_dir) for settings, job_dir in zip(settings_list, job_dirs)]
+        results = [run_job(settings, job_dir, pair) for settings, job_dir, pair in zip(settings_list, job_dirs, built)]
         return {"seconds_total": sum(r["seconds_total"] for r in results), "replicas": 1}
     splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
               for name in ("train", "dev", "test")}
