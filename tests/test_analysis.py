@@ -13,8 +13,8 @@ import rnnlab
 from rnnlab.analysis.discrepancy import discrepancy_curve, draw_weights, trained_discrepancy
 from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, jacobians, lyapunov_exponent
 from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
-from rnnlab.models import Batch, RecurrentModel
-from rnnlab.train import SequenceData
+from rnnlab.data.containers import Batch, SequenceData
+from rnnlab.models import RecurrentModel
 
 
 def sig(a):

@@ -9,10 +9,11 @@ import pytest
 
 pytest.importorskip("jax", reason="fit_replicas needs the jax extra (pip install 'rnnlab[jax]')")
 
+from rnnlab.data.containers import SequenceData, StreamData  # noqa: E402
 from rnnlab.data.tasks import build_model, get_task  # noqa: E402
 from rnnlab.models import RecurrentModel  # noqa: E402
 from rnnlab.replicas import fit_replicas  # noqa: E402
-from rnnlab.train import SequenceData, StreamData, TrainConfig, fit  # noqa: E402
+from rnnlab.train import TrainConfig, fit  # noqa: E402
 
 
 def _sequences(kind: str, n: int, seed: int) -> SequenceData:
@@ -92,10 +93,10 @@ def test_task_metrics_and_float32_training_match_fit():
     config = TrainConfig(optimizer="adam", lr=0.01, batch_size=8, epochs=2, progress=False)
     models = [build_model(t, "gru", 6, seed=s) for t, s in zip(tasks, seeds)]
     results = fit_replicas(models, [t.splits["train"] for t in tasks], None, [t.splits["test"] for t in tasks],
-                           config, seeds, [t.extra_metrics for t in tasks])
+                           config, seeds, [t.task_metrics for t in tasks])
     for r, (task, seed) in enumerate(zip(tasks, seeds)):
         expected = fit(build_model(task, "gru", 6, seed=seed), task.splits["train"], None, task.splits["test"],
-                       dataclasses.replace(config, seed=seed), extra_metrics=task.extra_metrics)
+                       dataclasses.replace(config, seed=seed), task_metrics=task.task_metrics)
         assert results[r]["test_loss"] == pytest.approx(expected["test_loss"], rel=1e-4)
         for key in ("test_solved", "test_final_step_accuracy", "train_solved"):
             assert key in results[r]

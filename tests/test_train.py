@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 import rnnlab
-from rnnlab.models import Batch, RecurrentModel
+from rnnlab.data.containers import Batch, SequenceData, StreamData
+from rnnlab.models import RecurrentModel
 from rnnlab.train import (
-    SequenceData,
-    StreamData,
     TrainConfig,
     TrainingDiverged,
     evaluate,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rnnlab.cells.base import check_positive_int
 from rnnlab.cells.stack import CELLS
+from rnnlab.common import check_positive_int
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 

@@ -121,7 +121,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
                      resume=args.resume, run_info={"settings": settings, "task_info": jsonable(task.info)},
-                     extra_metrics=task.extra_metrics)
+                     task_metrics=task.task_metrics)
     except TrainingDiverged as err:
         print(f"rnnlab train: {err}", file=sys.stderr)
         return 1
@@ -148,7 +148,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     for split in ("train", "dev", "test") if args.split == "all" else (args.split,):
         if split in task.splits:
             metrics.update(evaluate(model, task.splits[split], batch_size, split))
-    metrics.update({k: v for k, v in task.extra_metrics(model).items()
+    metrics.update({k: v for k, v in task.task_metrics(model).items()
                     if args.split == "all" or k.startswith(args.split + "_")})
     print(json.dumps(metrics, indent=2))
     return 0
@@ -222,7 +222,7 @@ def _analyze(args: argparse.Namespace) -> int:
             shown = ", ".join(f"D({l},{k}) = {table[(cell, args.inits.split(',')[0], l, k)]:.4g}" for l, k in points)
             print(f"{cell} ({args.inits.split(',')[0]} draws): {shown}")
     else:
-        from rnnlab.models import Batch
+        from rnnlab.data.containers import Batch
 
         task, models = _analysis_models(args)
         data = task.splits.get("test") or task.splits["train"]

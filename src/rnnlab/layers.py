@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.cells.base import check_dtype, check_positive_int
+from rnnlab.common import check_dtype, check_positive_int
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 
@@ -73,40 +73,57 @@ class Linear:
         h = np.asarray(h, dtype=self.dtype)
         if h.shape[-1] != self.in_features:
             raise ValueError(f"h: expected last axis of size in_features={self.in_features}, got shape {h.shape}")
-        y = h @ self.params["W"]
-        if "b" in self.params:
-            y = y + self.params["b"]
-        return y, h
+        return linear(self.params, h), h
 
     def backward(self, dy: np.ndarray, h: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        rows_h, rows_dy = h.reshape(-1, self.in_features), dy.reshape(-1, self.out_features)
-        grads = {"W": rows_h.T @ rows_dy}
-        if "b" in self.params:
-            grads["b"] = rows_dy.sum(axis=0)
-        return grads, dy @ self.params["W"].T
+        return linear_backward(self.params, h, dy)
 
 
-def last_valid_index(mask: Any, T: int, B: int) -> np.ndarray:
+def linear(p: dict, h):
+    """Pure: y = h W (+ b), for any leading axes; NumPy or JAX arrays."""
+    y = h @ p["W"]
+    return y + p["b"] if "b" in p else y
+
+
+def linear_backward(p: dict, h, dy):
+    """Adjoint of ``linear``: (grads of W and b, dh)."""
+    rows_h, rows_dy = h.reshape(-1, h.shape[-1]), dy.reshape(-1, dy.shape[-1])
+    grads = {"W": rows_h.T @ rows_dy}
+    if "b" in p:
+        grads["b"] = rows_dy.sum(axis=0)
+    return grads, dy @ p["W"].T
+
+
+def last_valid_index(mask: Any, T: int, B: int, xp=np):
     """Index of the last valid step of each sequence (B,); T-1 everywhere when mask is None."""
     if mask is None:
-        return np.full(B, T - 1)
+        return xp.full(B, T - 1)
+    return T - 1 - xp.argmax(mask[::-1], axis=0)
+
+
+def check_last_mask(mask: Any, T: int, B: int) -> np.ndarray | None:
+    if mask is None:
+        return None
     m = np.asarray(mask).astype(bool)
     if m.shape != (T, B):
         raise ValueError(f"mask: expected shape (T, B) = ({T}, {B}), got {m.shape}")
     if not m.any(axis=0).all():
         raise ValueError("mask: every sequence needs at least one valid step")
-    return T - 1 - np.argmax(m[::-1], axis=0)
+    return m
 
 
-def select_last(hs: np.ndarray, mask: Any = None) -> np.ndarray:
+def select_last(hs: np.ndarray, mask: Any = None, xp=np) -> np.ndarray:
     """hs (T, B, H) → the state at each sequence's last valid step, (B, H)."""
     T, B, _ = hs.shape
-    return hs[last_valid_index(mask, T, B), np.arange(B)]
+    if xp is np:
+        mask = check_last_mask(mask, T, B)
+    return hs[last_valid_index(mask, T, B, xp), xp.arange(B)]
 
 
-def select_last_backward(dlast: np.ndarray, hs_shape: tuple, mask: Any = None) -> np.ndarray:
+def select_last_backward(dlast: np.ndarray, hs_shape: tuple, mask: Any = None, xp=np) -> np.ndarray:
     """Adjoint of ``select_last``: (B, H) → (T, B, H), zero except at the last valid steps."""
     T, B, _ = hs_shape
-    dhs = np.zeros(hs_shape, dlast.dtype)
-    dhs[last_valid_index(mask, T, B), np.arange(B)] = dlast
-    return dhs
+    if xp is np:
+        mask = check_last_mask(mask, T, B)
+    chosen = xp.arange(T)[:, None] == last_valid_index(mask, T, B, xp)[None, :]      # (T, B)
+    return xp.where(chosen[..., None], dlast[None], xp.zeros((), dlast.dtype))

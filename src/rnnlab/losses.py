@@ -8,6 +8,11 @@ valid positions of the per-position loss, so ``doutputs`` already carries the 1/
 - ``sigmoid_binary_cross_entropy``: Σ_k −[t log σ(l) + (1 − t) log(1 − σ(l))] over the last axis
   (88 independent notes: the "NLL per time step" of S3)
 - ``squared_error``: ½ Σ_k (y − t)² over the last axis (the original Reber setting of S2)
+
+The public functions check their arguments; the math is in the pure ``*_terms`` functions below
+them, written over an array namespace ``xp`` (NumPy, or ``jax.numpy`` in the compiled replica
+trainer) with position weights ``w`` instead of a mask: both trainers run the same lines. Their
+loss is ``Σ w·ℓ / Σ w`` accumulated in float64 whatever the arrays' dtype.
 """
 
 from __future__ import annotations
@@ -16,20 +21,60 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.cells.base import sigmoid
+from rnnlab.common import sigmoid
 
 
-def _positions_weight(shape: tuple, mask: Any, dtype) -> tuple[np.ndarray, float]:
+def one_hot(ids, classes: int, dtype, xp=np):
+    """Integer ids (...) → (..., classes) rows of 0/1."""
+    return (ids[..., None] == xp.arange(classes)).astype(dtype)
+
+
+def _mean(weighted_sum, w, xp):
+    return weighted_sum.astype(xp.float64) / w.sum().astype(xp.float64)
+
+
+def _per_position_scale(w):
+    """The 1/N each position's gradient carries, (..., 1), in the weights' dtype."""
+    return (w / w.sum())[..., None]
+
+
+def softmax_cross_entropy_terms(logits, targets, w, xp=np):
+    """Pure: logits (..., C), int targets (...), weights w (...) → (mean loss, dlogits)."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = xp.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
+    loss = -_mean((w * picked).sum(), w, xp)
+    dlogits = (xp.exp(log_p) - one_hot(targets, logits.shape[-1], logits.dtype, xp)) * _per_position_scale(w)
+    return loss, dlogits
+
+
+def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np):
+    """Pure: logits, targets (..., K) in [0, 1], weights w (...) → (mean summed BCE, dlogits)."""
+    # −[t log σ(l) + (1 − t) log(1 − σ(l))] = softplus(l) − t·l, written so it cannot overflow
+    per = xp.logaddexp(0.0, logits) - targets * logits
+    loss = _mean((w * per.sum(axis=-1)).sum(), w, xp)
+    return loss, (sigmoid(logits, xp) - targets) * _per_position_scale(w)
+
+
+def squared_error_terms(outputs, targets, w, xp=np):
+    """Pure: outputs, targets (..., K), weights w (...) → (mean of ½‖y − t‖², doutputs)."""
+    diff = outputs - targets
+    loss = 0.5 * _mean((w * (diff * diff).sum(axis=-1)).sum(), w, xp)
+    return loss, diff * _per_position_scale(w)
+
+
+# -- checked entry points -------------------------------------------------------------------------
+
+
+def _positions_weight(shape: tuple, mask: Any, dtype) -> np.ndarray:
     if mask is None:
-        w = np.ones(shape, dtype)
-    else:
-        w = np.asarray(mask).astype(dtype)
-        if w.shape != shape:
-            raise ValueError(f"mask: expected shape {shape} (the positions), got {w.shape}")
-    n = float(w.sum())
-    if n == 0:
+        return np.ones(shape, dtype)
+    w = np.asarray(mask).astype(dtype)
+    if w.shape != shape:
+        raise ValueError(f"mask: expected shape {shape} (the positions), got {w.shape}")
+    if not w.sum() > 0:
         raise ValueError("mask: no valid position; the loss would be undefined")
-    return w, n
+    return w
 
 
 def _float(a: Any, argument: str) -> np.ndarray:
@@ -41,53 +86,44 @@ def _float(a: Any, argument: str) -> np.ndarray:
     return a
 
 
-def softmax_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
-    """logits (..., C), integer targets (...) in [0, C) → mean cross-entropy, dlogits (..., C)."""
-    logits = _float(logits, "logits")
+def check_class_targets(targets: Any, logits_shape: tuple) -> np.ndarray:
     targets = np.asarray(targets)
-    C = logits.shape[-1]
-    if targets.shape != logits.shape[:-1]:
+    C = logits_shape[-1]
+    if targets.shape != logits_shape[:-1]:
         raise ValueError(
-            f"targets: expected shape {logits.shape[:-1]} (logits without the class axis), got {targets.shape}"
+            f"targets: expected shape {logits_shape[:-1]} (logits without the class axis), got {targets.shape}"
         )
     if not np.issubdtype(targets.dtype, np.integer):
         raise ValueError(f"targets: expected integer class ids, got dtype {targets.dtype}")
     if targets.size and (targets.min() < 0 or targets.max() >= C):
         raise ValueError(f"targets: expected class ids in [0, {C}), got range [{targets.min()}, {targets.max()}]")
-    w, n = _positions_weight(targets.shape, mask, logits.dtype)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_z = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    log_p = shifted - log_z
-    picked = np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
-    loss = -float((w * picked).sum()) / n
-    d = np.exp(log_p)
-    np.put_along_axis(d, targets[..., None], np.take_along_axis(d, targets[..., None], axis=-1) - 1.0, axis=-1)
-    return loss, d * (w / n)[..., None]
+    return targets
 
 
 def _paired(outputs: Any, targets: Any, mask: Any, argument: str):
-    """Outputs and same-shaped float targets, with the position weights and their count."""
+    """Outputs, same-shaped float targets and the position weights."""
     outputs = _float(outputs, argument)
     targets = np.asarray(targets, dtype=outputs.dtype)
     if targets.shape != outputs.shape:
         raise ValueError(f"targets: expected shape {outputs.shape} (like {argument}), got {targets.shape}")
-    w, n = _positions_weight(outputs.shape[:-1], mask, outputs.dtype)
-    return outputs, targets, w, n
+    return outputs, targets, _positions_weight(outputs.shape[:-1], mask, outputs.dtype)
+
+
+def softmax_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
+    """logits (..., C), integer targets (...) in [0, C) → mean cross-entropy, dlogits (..., C)."""
+    logits = _float(logits, "logits")
+    targets = check_class_targets(targets, logits.shape)
+    loss, d = softmax_cross_entropy_terms(logits, targets, _positions_weight(targets.shape, mask, logits.dtype))
+    return float(loss), d
 
 
 def sigmoid_binary_cross_entropy(logits: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
     """logits (..., K), targets (..., K) in [0, 1] → mean over positions of the summed BCE, dlogits."""
-    logits, targets, w, n = _paired(logits, targets, mask, "logits")
-    # −[t log σ(l) + (1 − t) log(1 − σ(l))] = softplus(l) − t·l, written so it cannot overflow
-    per = np.logaddexp(0.0, logits) - targets * logits
-    loss = float((w * per.sum(axis=-1)).sum()) / n
-    return loss, (sigmoid(logits) - targets) * (w / n)[..., None]
+    loss, d = sigmoid_binary_cross_entropy_terms(*_paired(logits, targets, mask, "logits"))
+    return float(loss), d
 
 
 def squared_error(outputs: Any, targets: Any, mask: Any = None) -> tuple[float, np.ndarray]:
     """outputs, targets (..., K) → mean over positions of ½‖y − t‖², doutputs."""
-    outputs, targets, w, n = _paired(outputs, targets, mask, "outputs")
-    diff = outputs - targets
-    loss = 0.5 * float((w * (diff * diff).sum(axis=-1)).sum()) / n
-    return loss, diff * (w / n)[..., None]
-
+    loss, d = squared_error_terms(*_paired(outputs, targets, mask, "outputs"))
+    return float(loss), d

@@ -12,7 +12,11 @@ One class covers the studies' models through its ``head``:
 Inputs are dense vectors (T, B, input_size), or token ids (T, B) read through an ``Embedding``
 (``vocab_size`` with ``embedding_dim``) or as one-hot vectors (``one_hot=True``: input_size is the
 vocabulary, as in S2 and S4). Targets: (B,) class ids for "last"/"mean", (T, B) ids for "steps",
-(T, B, K) 0/1 for "multilabel".
+(T, B, K) 0/1 for "multilabel". A batch is anything with ``x``, ``y`` and ``mask`` (``rnnlab.data.Batch``).
+
+The pieces around the recurrent stack (inputs, head, readout, loss) are pure functions over an
+array namespace ``xp`` at the bottom of this module: ``RecurrentModel`` runs them with NumPy, and
+the compiled replica trainer (``rnnlab.replicas``) runs the very same functions under ``jax.numpy``.
 """
 
 from __future__ import annotations
@@ -23,26 +27,17 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells import ParamView, Stack
-from rnnlab.cells.base import check_dtype
-from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
-from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, squared_error
+from rnnlab.common import check_dtype, scatter_add
+from rnnlab.layers import Embedding, Linear, linear, linear_backward, select_last, select_last_backward
+from rnnlab.losses import (
+    check_class_targets,
+    one_hot,
+    sigmoid_binary_cross_entropy_terms,
+    softmax_cross_entropy_terms,
+    squared_error_terms,
+)
 
 HEADS = ("last", "mean", "steps", "multilabel")
-
-
-@dataclass
-class Batch:
-    """x: (T, B, input_size) floats or (T, B) ids; y: targets (see module docstring); mask: (T, B)
-    0/1 or None; carry: True when this batch continues the previous one's sequences (streams)."""
-
-    x: np.ndarray
-    y: np.ndarray
-    mask: np.ndarray | None = None
-    carry: bool = False
-
-    @property
-    def size(self) -> int:
-        return self.x.shape[1]
 
 
 @dataclass
@@ -108,87 +103,134 @@ class RecurrentModel:
         return (f"RecurrentModel({self.cell}, hidden={self.hidden_size}, layers={len(self.rnn.layers)}, "
                 f"head={self.head}, params={self.num_params()})")
 
-    # -- pieces -----------------------------------------------------------------------------
-    def _inputs(self, x: np.ndarray) -> tuple[np.ndarray, Any]:
+    # -- public -------------------------------------------------------------------------------
+    def _inputs(self, x: Any) -> np.ndarray:
         if self.embedding is not None:
-            return self.embedding.forward(x)
+            return self.embedding.forward(x)[0]
         if self.one_hot:
             ids = np.asarray(x)
             if ids.min() < 0 or ids.max() >= self.input_size:
                 raise ValueError(f"x: expected token ids in [0, {self.input_size}), got [{ids.min()}, {ids.max()}]")
-            return np.eye(self.input_size, dtype=self.dtype)[ids], None
-        return np.asarray(x, dtype=self.dtype), None
+        return model_inputs(self, self.params, np.asarray(x))
 
-    def _features(self, hs: np.ndarray, mask) -> np.ndarray:
-        if self.head == "last":
-            return select_last(hs, mask)
-        if self.head == "mean":
-            m = np.ones(hs.shape[:2], hs.dtype) if mask is None else np.asarray(mask, hs.dtype)
-            return (hs * m[..., None]).sum(0) / m.sum(0)[:, None]
-        return hs
+    def _check_targets(self, outputs_shape: tuple, y: Any) -> np.ndarray:
+        y = np.asarray(y)
+        if self.loss_name == "cross_entropy" or (self.loss_name == "squared_error" and
+                                                 np.issubdtype(y.dtype, np.integer)):
+            return check_class_targets(y, outputs_shape)
+        if y.shape != outputs_shape:
+            raise ValueError(f"targets: expected shape {outputs_shape} (like the outputs), got {y.shape}")
+        return y.astype(self.dtype, copy=False)
 
-    def _features_backward(self, d: np.ndarray, hs_shape: tuple, mask) -> np.ndarray:
-        if self.head == "last":
-            return select_last_backward(d, hs_shape, mask)
-        if self.head == "mean":
-            m = np.ones(hs_shape[:2], d.dtype) if mask is None else np.asarray(mask, d.dtype)
-            return m[..., None] * (d / m.sum(0)[:, None])[None]
-        return d
-
-    def _loss(self, y: np.ndarray, batch: Batch) -> tuple[float, np.ndarray, Stats]:
-        per_step = self.head in ("steps", "multilabel")
-        mask = batch.mask if per_step else None
-        if self.loss_name == "binary_cross_entropy":
-            loss, dy = sigmoid_binary_cross_entropy(y, batch.y, mask)
-            correct = None
-        elif self.loss_name == "squared_error":
-            targets = np.asarray(batch.y)
-            if np.issubdtype(targets.dtype, np.integer):  # class ids: compare with their one-hot vectors
-                loss, dy = squared_error(y, np.eye(self.output_size, dtype=y.dtype)[targets], mask)
-                correct = self._correct(y, targets, mask)
-            else:  # real-valued targets (regression, e.g. the adding problem)
-                loss, dy = squared_error(y, targets, mask)
-                correct = None
-        else:
-            loss, dy = softmax_cross_entropy(y, batch.y, mask)
-            correct = self._correct(y, batch.y, mask)
-        if per_step:
-            count = int(y.shape[0] * y.shape[1] if mask is None else np.asarray(mask).sum())
-        else:
-            count = y.shape[0]
-        return loss, dy, Stats(loss * count, count, correct)
-
-    @staticmethod
-    def _correct(y: np.ndarray, targets: np.ndarray, mask) -> int:
-        hits = y.argmax(axis=-1) == targets
-        return int(hits.sum() if mask is None else (hits * np.asarray(mask)).sum())
-
-    # -- public -------------------------------------------------------------------------------
-    def forward(self, batch: Batch, h0: list | None = None):
+    def forward(self, batch, h0: list | None = None):
         """Outputs (logits or linear outputs) and the final recurrent state per layer."""
-        x, _ = self._inputs(batch.x)
-        hs, cache = self.rnn.forward(x, h0, batch.mask)
-        y, _ = self.readout.forward(self._features(hs, batch.mask))
+        hs, cache = self.rnn.forward(self._inputs(batch.x), h0, batch.mask)
+        y, _ = self.readout.forward(head_features(self.head, hs, batch.mask))
         return y, Stack.final_state(cache), hs
 
-    def evaluate(self, batch: Batch, h0: list | None = None) -> tuple[Stats, list]:
-        y, final, _ = self.forward(batch, h0)
-        return self._loss(y, batch)[2], final
+    def evaluate(self, batch, h0: list | None = None) -> tuple[Stats, list]:
+        hs, cache = self.rnn.forward(self._inputs(batch.x), h0, batch.mask)
+        _, stats, _ = self._head_loss(hs, batch)
+        return stats, Stack.final_state(cache)
 
-    def loss_and_grads(self, batch: Batch, h0: list | None = None, back_steps: int | None = None,
+    def _head_loss(self, hs: np.ndarray, batch):
+        positions = hs.shape[:2] if self.head in ("steps", "multilabel") else hs.shape[1:2]
+        y = self._check_targets(positions + (self.output_size,), batch.y)
+        loss, (loss_sum, count, correct), saved = head_loss(self, self.readout.params, hs, y, batch.mask)
+        return float(loss), Stats(float(loss_sum), int(count), None if correct is None else int(correct)), saved
+
+    def loss_and_grads(self, batch, h0: list | None = None, back_steps: int | None = None,
                        dh_out: list | None = None):
         """Mean loss over the batch's positions, gradients keyed like ``params``, Stats, and the
         final state per layer (to carry into the next chunk of a stream). ``dh_out`` (one (T, B,
         hidden) array per layer) receives ∂L/∂h_t of every layer (gradient-flow analyses)."""
-        x, input_cache = self._inputs(batch.x)
+        x = self._inputs(batch.x)
         hs, cache = self.rnn.forward(x, h0, batch.mask)
-        y, readout_cache = self.readout.forward(self._features(hs, batch.mask))
-        loss, dy, stats = self._loss(y, batch)
-        out_grads, dfeatures = self.readout.backward(dy, readout_cache)
+        loss, stats, saved = self._head_loss(hs, batch)
+        out_grads, dhs = head_loss_backward(self, self.readout.params, hs.shape, batch.mask, saved)
         grads = {f"out.{k}": g for k, g in out_grads.items()}
-        dhs = self._features_backward(dfeatures, hs.shape, batch.mask)
         rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out)
         grads.update({f"rnn.{k}": g for k, g in rnn_grads.items()})
-        if self.embedding is not None:
-            grads.update({f"emb.{k}": g for k, g in self.embedding.backward(dx, input_cache)[0].items()})
+        grads.update(model_inputs_backward(self, self.params, np.asarray(batch.x), dx))
         return loss, {k: grads[k] for k in self.params}, stats, Stack.final_state(cache)
+
+
+# -- the pure pieces (NumPy or jax.numpy) ---------------------------------------------------------
+
+
+def model_inputs(model: RecurrentModel, params, x, xp=np):
+    """Token ids through the embedding or as one-hot rows; dense inputs in the model's dtype."""
+    if model.embedding is not None:
+        return params["emb.W"][x]
+    if model.one_hot:
+        return xp.eye(model.input_size, dtype=model.dtype)[x]
+    return x.astype(model.dtype)
+
+
+def model_inputs_backward(model: RecurrentModel, params, x, dinputs, xp=np) -> dict:
+    """The embedding's gradient from the error reaching the inputs (nothing for other inputs)."""
+    if model.embedding is None:
+        return {}
+    W = params["emb.W"]
+    return {"emb.W": scatter_add(xp.zeros_like(W), x.reshape(-1), dinputs.reshape(-1, W.shape[1]), xp)}
+
+
+def head_features(head: str, hs, mask, xp=np):
+    """hs (T, B, H) → what the readout reads: the last valid state, the mean state, or every state."""
+    if head == "last":
+        return select_last(hs, mask, xp)
+    if head == "mean":
+        m = _mask(hs.shape[:2], mask, hs.dtype, xp)
+        return (hs * m[..., None]).sum(axis=0) / xp.maximum(m.sum(axis=0), 1)[:, None]
+    return hs
+
+
+def head_features_backward(head: str, dfeatures, hs_shape: tuple, mask, xp=np):
+    """Adjoint of ``head_features``: → dL/dhs (T, B, H)."""
+    if head == "last":
+        return select_last_backward(dfeatures, hs_shape, mask, xp)
+    if head == "mean":
+        m = _mask(hs_shape[:2], mask, dfeatures.dtype, xp)
+        return m[..., None] * (dfeatures / xp.maximum(m.sum(axis=0), 1)[:, None])[None]
+    return dfeatures
+
+
+def _mask(shape: tuple, mask, dtype, xp):
+    return xp.ones(shape, dtype) if mask is None else xp.asarray(mask).astype(dtype)
+
+
+def output_loss(model: RecurrentModel, outputs, y, w, xp=np):
+    """The model's loss over positions weighted by w → (mean loss, doutputs, correct or None);
+    ``correct`` counts argmax hits where outputs are classes."""
+    if model.loss_name == "binary_cross_entropy":
+        return (*sigmoid_binary_cross_entropy_terms(outputs, y, w, xp), None)
+    classes = xp.issubdtype(y.dtype, xp.integer)
+    if model.loss_name == "squared_error":
+        targets = one_hot(y, outputs.shape[-1], outputs.dtype, xp) if classes else y
+        loss, doutputs = squared_error_terms(outputs, targets, w, xp)
+    else:
+        loss, doutputs = softmax_cross_entropy_terms(outputs, y, w, xp)
+    correct = ((outputs.argmax(axis=-1) == y) * w).sum() if classes else None
+    return loss, doutputs, correct
+
+
+def head_loss(model: RecurrentModel, readout: dict, hs, y, mask, weight=None, xp=np):
+    """Head, readout and loss of one batch: hs (T, B, H) → (mean loss, (loss sum, count, correct),
+    what ``head_loss_backward`` needs). Positions are weighted by the mask (per-step heads) or by
+    ``weight`` (B,) (per-sequence heads; the replica trainer's padding sequences weigh 0)."""
+    features = head_features(model.head, hs, mask, xp)
+    outputs = linear(readout, features)
+    if model.head in ("steps", "multilabel"):
+        w = _mask(outputs.shape[:-1], mask, outputs.dtype, xp)
+    else:
+        w = xp.ones(outputs.shape[:-1], outputs.dtype) if weight is None else weight
+    loss, doutputs, correct = output_loss(model, outputs, y, w, xp)
+    count = w.sum()
+    return loss, (loss * count, count, correct), (features, doutputs)
+
+
+def head_loss_backward(model: RecurrentModel, readout: dict, hs_shape: tuple, mask, saved, xp=np):
+    """Adjoint of ``head_loss``: → (readout gradients, dL/dhs)."""
+    features, doutputs = saved
+    grads, dfeatures = linear_backward(readout, features, doutputs)
+    return grads, head_features_backward(model.head, dfeatures, hs_shape, mask, xp)

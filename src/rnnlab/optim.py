@@ -16,6 +16,7 @@ and numbers, so checkpoints need no pickle.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
 
@@ -39,15 +40,28 @@ class Optimizer:
 
     def step(self, grads: Grads) -> None:
         self.steps += 1
+        params, state = self.apply(self.params, grads, self.state, self.steps, self.lr)
         for name, p in self.params.items():
+            p[...] = params[name]
+            for slot in self.slots:
+                self.state[slot][name][...] = state[slot][name]
+
+    def apply(self, params: Mapping, grads: Grads, state: Mapping, t, lr, xp=np) -> tuple[dict, dict]:
+        """Pure: one update of every parameter, weight decay included (g = grad + weight_decay · p)
+        → (new parameters, new slot arrays ``{slot: {name: array}}``). ``step`` writes its result
+        into the live arrays; the compiled replica trainer calls it under ``jax.numpy``."""
+        new_params: dict = {}
+        new_state: dict = {slot: {} for slot in self.slots}
+        for name, p in params.items():
             g = grads[name]
             if self.weight_decay:
                 g = g + self.weight_decay * p
-            slots = {slot: self.state[slot][name] for slot in self.slots}
-            delta, new = self.update(g, slots, self.steps, self.lr)
-            for slot, a in new.items():
-                slots[slot][...] = a
-            p -= delta.astype(p.dtype, copy=False)
+            slots = {slot: state[slot][name] for slot in self.slots}
+            delta, updated = self.update(g, slots, t, lr, xp)
+            new_params[name] = p - delta.astype(p.dtype)
+            for slot in self.slots:
+                new_state[slot][name] = updated.get(slot, slots[slot])
+        return new_params, new_state
 
     def update(self, g, slots: dict, t, lr, xp=np) -> tuple:
         """The rule as a pure function: gradient, slot arrays, step number t (from 1) and rate →
@@ -141,21 +155,33 @@ def make_optimizer(name: str, params: Params, lr: float, momentum: float = 0.0, 
 # -- clipping ---------------------------------------------------------------------------------
 
 
-def global_norm(grads: Grads) -> float:
-    return float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+def global_norm(grads: Grads, xp=np):
+    """The joint L2 norm of all gradients, accumulated in float64."""
+    return xp.sqrt(sum(xp.vdot(g, g).astype(xp.float64) for g in grads.values()))
 
 
-def clip_global_norm(grads: Grads, max_norm: float) -> tuple[dict[str, np.ndarray], float]:
+def clip_global_norm(grads: Grads, max_norm: float, xp=np) -> tuple[dict, Any]:
     """Scale all gradients together so their joint L2 norm is at most ``max_norm``; returns the
     clipped gradients and the norm before clipping."""
-    norm = global_norm(grads)
-    scale = max_norm / norm if norm > max_norm else 1.0
-    return {k: g * scale if scale != 1.0 else g for k, g in grads.items()}, norm
+    norm = global_norm(grads, xp)
+    if xp is np and not norm > max_norm:  # nothing to scale: no copies
+        return dict(grads), norm
+    scale = xp.where(norm > max_norm, max_norm / norm, 1.0)
+    return {k: g * scale.astype(g.dtype) for k, g in grads.items()}, norm
 
 
-def clip_value(grads: Grads, limit: float) -> dict[str, np.ndarray]:
+def clip_value(grads: Grads, limit: float, xp=np) -> dict:
     """Clip every gradient coefficient to [−limit, limit]."""
-    return {k: np.clip(g, -limit, limit) for k, g in grads.items()}
+    return {k: xp.clip(g, -limit, limit) for k, g in grads.items()}
+
+
+def clip_gradients(grads: Grads, value: float | None, norm: float | None, xp=np) -> dict:
+    """Both clipping rules in the order training applies them: per coefficient, then the joint norm."""
+    if value is not None:
+        grads = clip_value(grads, value, xp)
+    if norm is not None:
+        grads, _ = clip_global_norm(grads, norm, xp)
+    return dict(grads)
 
 
 # -- schedules --------------------------------------------------------------------------------

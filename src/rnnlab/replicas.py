@@ -10,10 +10,12 @@ forward passes, R backward passes and R optimizer updates. Padding is exact, not
 masked step keeps the state and passes the error through unchanged, and padded positions carry no
 loss.
 
-The math is the project's own: the recurrence runs the cells' step functions through the compiled
-engine's scans (``rnnlab.cells.jax_engine``) and the update is the optimizers' pure ``update`` rule
-under ``jax.numpy``. Only the readout and the loss, which are not recurrent, are differentiated by
-JAX.
+The math is the project's own, and so is the bookkeeping: the recurrence runs the cells' step
+functions through the compiled engine's scans (``rnnlab.cells.jax_engine``); inputs, head, readout,
+loss and their adjoints are ``rnnlab.models``' pure functions, clipping and the update the
+optimizers' pure rules (``rnnlab.optim``), all under ``jax.numpy``; the end of every epoch (rows,
+best-dev, early stopping, the schedule) and the result are ``rnnlab.train``'s epoch core, run per
+replica. Nothing is differentiated by JAX.
 
 Differences from ``fit``: no checkpoints or resume (a run is a sweep of short runs); a replica whose
 loss, gradient or parameters become NaN or Inf is frozen at its last good parameters and reported
@@ -33,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.models import RecurrentModel, Stats
-from rnnlab.optim import make_optimizer, make_schedule
-from rnnlab.train import SequenceData, TrainConfig, pad, summarize
+from rnnlab.data.containers import SequenceData, pad
+from rnnlab.models import RecurrentModel, Stats, head_loss, head_loss_backward, model_inputs, model_inputs_backward
+from rnnlab.optim import clip_gradients, make_optimizer, make_schedule
+from rnnlab.train import Progress, TrainConfig, epoch_row, metrics_from_stats, run_result
 
 try:
     import jax
@@ -45,39 +48,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 from rnnlab.cells.jax_engine import backward_scan, forward_scan  # noqa: E402  (also enables float64 in JAX)
 
-# -- one replica's loss and gradients (pure; vmapped below) ---------------------------------------
-
-
-def _head_loss(model: RecurrentModel, hs, readout, y, mask, weight):
-    """Readout and loss of one batch: hs (T, B, H) → (mean loss, (loss sum, count, correct))."""
-    if model.head == "last":
-        T = hs.shape[0]
-        last = T - 1 - jnp.argmax(mask[::-1], axis=0)                          # (B,)
-        features = hs[last, jnp.arange(hs.shape[1])]
-    elif model.head == "mean":
-        features = (hs * mask[..., None]).sum(0) / jnp.maximum(mask.sum(0), 1.0)[:, None]
-    else:
-        features = hs
-    out = features @ readout["W"]
-    if "b" in readout:
-        out = out + readout["b"]
-    w = mask if model.head in ("steps", "multilabel") else weight               # positions' weights
-    correct = jnp.zeros((), out.dtype)
-    if model.loss_name == "binary_cross_entropy":
-        per = (jnp.logaddexp(0.0, out) - y * out).sum(-1)
-    elif model.loss_name == "squared_error" and jnp.issubdtype(y.dtype, jnp.floating):
-        per = 0.5 * ((out - y) ** 2).sum(-1)
-    else:
-        if model.loss_name == "squared_error":
-            per = 0.5 * ((out - jax.nn.one_hot(y, out.shape[-1], dtype=out.dtype)) ** 2).sum(-1)
-        else:
-            shifted = out - jax.lax.stop_gradient(out.max(-1, keepdims=True))
-            log_p = shifted - jnp.log(jnp.exp(shifted).sum(-1, keepdims=True))
-            per = -jnp.take_along_axis(log_p, y[..., None], axis=-1)[..., 0]
-        correct = ((out.argmax(-1) == y) * w).sum()
-    count = w.sum()
-    loss_sum = (w * per).sum()
-    return loss_sum / count, (loss_sum, count, correct)
+# -- one replica's step (pure; vmapped below) -------------------------------------------------------
 
 
 def _split(model: RecurrentModel, params: dict):
@@ -86,16 +57,8 @@ def _split(model: RecurrentModel, params: dict):
     return layers, readout
 
 
-def _inputs(model: RecurrentModel, params: dict, x):
-    if model.embedding is not None:
-        return params["emb.W"][x]
-    if model.one_hot:
-        return jax.nn.one_hot(x, model.input_size, dtype=model.dtype)
-    return x
-
-
-def _run_forward(model: RecurrentModel, layers: list, inputs, mask):
-    """The stack's forward; per layer, what its backward needs."""
+def _stack_forward(model: RecurrentModel, layers: list, inputs, mask):
+    """The stack's layers through the compiled engine's scan; per layer, what its backward needs."""
     B = inputs.shape[1]
     m = mask[..., None]
     saved, h = [], inputs
@@ -108,29 +71,31 @@ def _run_forward(model: RecurrentModel, layers: list, inputs, mask):
 
 
 def _loss_and_grads(model: RecurrentModel, back_steps, params, x, y, mask, weight):
+    """RecurrentModel.loss_and_grads for one replica: the model's own pure pieces under jax.numpy."""
     layers, readout = _split(model, params)
-    inputs = _inputs(model, params, x)
-    hs, saved = _run_forward(model, layers, inputs, mask)
-    loss, pullback, stats = jax.vjp(lambda h, r: _head_loss(model, h, r, y, mask, weight), hs, readout, has_aux=True)
-    dhs, dreadout = pullback(jnp.ones((), loss.dtype))
-    grads = {f"out.{name}": g for name, g in dreadout.items()}
-    d = dhs
+    hs, saved = _stack_forward(model, layers, model_inputs(model, params, x, jnp), mask)
+    loss, stats, head_saved = head_loss(model, readout, hs, y, mask, weight, jnp)
+    readout_grads, d = head_loss_backward(model, readout, hs.shape, mask, head_saved, jnp)
+    grads = {f"out.{name}": g for name, g in readout_grads.items()}
     for i in range(len(layers) - 1, -1, -1):
-        cell = model.rnn.layers[i]
         h_in, state0, states, steps = saved[i]
-        layer_grads, d, _, _ = backward_scan(cell, True, back_steps, layers[i], h_in, mask[..., None], state0, states,
-                                         steps, d)
+        layer_grads, d, _, _ = backward_scan(model.rnn.layers[i], True, back_steps, layers[i], h_in,
+                                             mask[..., None], state0, states, steps, d)
         grads.update({f"rnn.{i}.{name}": g for name, g in layer_grads.items()})
-    if model.embedding is not None:
-        W = params["emb.W"]
-        grads["emb.W"] = jnp.zeros_like(W).at[x.reshape(-1)].add(d.reshape(-1, W.shape[1]))
+    grads.update(model_inputs_backward(model, params, x, d, jnp))
     return loss, {name: grads[name] for name in params}, stats
 
 
 def _evaluate_batch(model: RecurrentModel, params, x, y, mask, weight):
     layers, readout = _split(model, params)
-    hs, _ = _run_forward(model, layers, _inputs(model, params, x), mask)
-    return _head_loss(model, hs, readout, y, mask, weight)[1]
+    hs, _ = _stack_forward(model, layers, model_inputs(model, params, x, jnp), mask)
+    return _sums(head_loss(model, readout, hs, y, mask, weight, jnp)[1])
+
+
+def _sums(stats):
+    """(loss sum, count, correct) with a number in place of ``correct`` where there is none."""
+    loss_sum, count, correct = stats
+    return loss_sum, count, jnp.zeros((), count.dtype) if correct is None else correct
 
 
 def _train_step(model: RecurrentModel, config: TrainConfig, rule, params, slots, t, lr, active, x, y, mask, weight):
@@ -138,19 +103,8 @@ def _train_step(model: RecurrentModel, config: TrainConfig, rule, params, slots,
     (stopped early or diverged) keeps its parameters; one whose step is not finite keeps them and
     stops being active."""
     loss, grads, stats = _loss_and_grads(model, config.back_steps, params, x, y, mask, weight)
-    if config.clip_value is not None:
-        grads = {k: jnp.clip(g, -config.clip_value, config.clip_value) for k, g in grads.items()}
-    if config.clip is not None:
-        norm = jnp.sqrt(sum(jnp.vdot(g, g) for g in grads.values()))
-        scale = jnp.where(norm > config.clip, config.clip / norm, 1.0)
-        grads = {k: g * scale for k, g in grads.items()}
-    new_params, new_slots = {}, {slot: dict(arrays) for slot, arrays in slots.items()}
-    for name, p in params.items():
-        g = grads[name] + config.weight_decay * p if config.weight_decay else grads[name]
-        delta, updated = rule.update(g, {slot: slots[slot][name] for slot in slots}, t + 1, lr, xp=jnp)
-        new_params[name] = p - delta.astype(p.dtype)
-        for slot, a in updated.items():
-            new_slots[slot][name] = a
+    grads = clip_gradients(grads, config.clip_value, config.clip, jnp)
+    new_params, new_slots = rule.apply(params, grads, slots, t + 1, lr, jnp)
     finite = jnp.isfinite(loss)
     for tree in (grads, new_params):
         for a in tree.values():
@@ -162,7 +116,7 @@ def _train_step(model: RecurrentModel, config: TrainConfig, rule, params, slots,
 
     params = {k: choose(new_params[k], params[k]) for k in params}
     slots = {slot: {k: choose(new_slots[slot][k], slots[slot][k]) for k in slots[slot]} for slot in slots}
-    return params, slots, t + keep, keep, stats, finite
+    return params, slots, t + keep, keep, _sums(stats), finite
 
 
 _PROGRAMS: dict = {}
@@ -265,7 +219,7 @@ def fit_replicas(
     test: SequenceData | Sequence[SequenceData] | None = None,
     config: TrainConfig | None = None,
     seeds: Sequence[int] | None = None,
-    extra_metrics: Callable | Sequence[Callable] | None = None,
+    task_metrics: Callable | Sequence[Callable] | None = None,
     length_bucket: int = 8,
     align_lengths: bool = False,
     learning_rates: Sequence[float] | None = None,
@@ -276,7 +230,7 @@ def fit_replicas(
     left holding their trained (best-dev) parameters.
 
     ``train``/``dev``/``test``: one SequenceData shared by all replicas, or one per replica (same
-    number of sequences). ``extra_metrics``: one callable, or one per replica (a task's metrics
+    number of sequences). ``task_metrics``: one callable, or one per replica (a task's metrics
     read its own data). ``learning_rates``: one initial rate per replica (a learning-rate sweep as
     one program; each replica's schedule scales its own), default ``config.lr`` for all.
     ``length_bucket``: batches are padded to a multiple of this many steps, so
@@ -303,9 +257,9 @@ def fit_replicas(
     splits = {name: _per_replica(data, R, name) for name, data in (("train", train), ("dev", dev), ("test", test))}
     if splits["train"] is None:
         raise ValueError("train: expected training data")
-    metric_fns = list(extra_metrics) if isinstance(extra_metrics, (list, tuple)) else [extra_metrics] * R
+    metric_fns = list(task_metrics) if isinstance(task_metrics, (list, tuple)) else [task_metrics] * R
     if len(metric_fns) != R:
-        raise ValueError(f"extra_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
+        raise ValueError(f"task_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
     initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
     if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
         raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
@@ -329,19 +283,17 @@ def fit_replicas(
     shared_rng = np.random.default_rng(seeds)
     schedules = [make_schedule(config.schedule, lr, **config.schedule_kwargs()) for lr in initial_lrs]
     padded = {name: _Padded(data, dtype, length_bucket) for name, data in splits.items() if data is not None}
+    has_dev = "dev" in padded
     # fit reports an accuracy only where outputs are classes
     accuracy = template.loss_name == "cross_entropy" or (
         template.loss_name == "squared_error" and padded["train"].targets_are_classes)
-    histories: list[list[dict]] = [[] for _ in seeds]
-    best = dict(params) if "dev" in padded else None
-    best_dev = [math.inf] * R
-    best_epoch: list[int | None] = [None] * R
-    bad_epochs, epochs_run = [0] * R, [0] * R
-    stopped, diverged = [False] * R, [None] * R
+    progress = [Progress() for _ in seeds]
+    best = dict(params) if has_dev else None
+    diverged: list[str | None] = [None] * R
     n_train = len(splits["train"][0])
     started = time.perf_counter()
     for epoch in range(config.epochs):
-        active_now = [not (stopped[r] or diverged[r]) for r in range(R)]
+        active_now = [not (progress[r].stopped_early or diverged[r]) for r in range(R)]
         if not any(active_now):
             break
         lrs = [s.lr_for(epoch) for s in schedules]
@@ -359,8 +311,8 @@ def fit_replicas(
             sums.append((stats, finite))
         fetched = jax.device_get(sums)
         seconds = time.perf_counter() - tic
-        dev_stats = (_evaluate_all(evaluate_batch, params, padded["dev"], config.batch_size, accuracy)
-                     if "dev" in padded else None)
+        dev_stats = _evaluate_all(evaluate_batch, params, padded["dev"], config.batch_size, accuracy) \
+            if has_dev else None
         for r in range(R):
             if not active_now[r]:
                 continue
@@ -368,33 +320,16 @@ def fit_replicas(
             if bad_batch is not None:
                 diverged[r] = (f"training diverged at epoch {epoch + 1}, batch {bad_batch + 1}: the loss, a gradient "
                                f"or an updated parameter is NaN or Inf; this replica kept its last good parameters")
-            stats = [Stats(float(s[0][r]), int(round(float(s[1][r]))), int(round(float(s[2][r]))) if accuracy else None)
-                     for s, _ in fetched[:bad_batch]]
-            row: dict[str, Any] = {"epoch": epoch + 1, "lr": lrs[r]}
-            if stats:
-                row.update(summarize(stats, template, "train"))
-            dev_loss = None
-            if dev_stats is not None:
-                row.update(summarize([dev_stats[r]], template, "dev"))
-                dev_loss = row["dev_loss"]
-            row["seconds"] = seconds  # all replicas together
-            row["sequences_per_second"] = R * n_train / seconds if seconds > 0 else float("inf")
-            histories[r].append(row)
-            epochs_run[r] = epoch + 1
-            if diverged[r] or "train_loss" not in row:
-                continue
-            schedules[r].observe(row["train_loss"], dev_loss)
-            watched = row["train_loss"] if dev_loss is None else dev_loss
-            if best_epoch[r] is None or watched < best_dev[r] - config.min_delta:
-                best_dev[r], best_epoch[r], bad_epochs[r] = watched, epoch + 1, 0
-                if best is not None:
-                    best = {k: best[k].at[r].set(params[k][r]) for k in best}
-            else:
-                bad_epochs[r] += 1
-            if config.early_stopping is not None and "dev" in padded and bad_epochs[r] >= config.early_stopping:
-                stopped[r] = True
+            stats = [_stats(s, r, accuracy) for s, _ in fetched[:bad_batch]]
+            row = epoch_row(epoch, lrs[r], metrics_from_stats(stats, template, "train") if stats else {},
+                            metrics_from_stats([dev_stats[r]], template, "dev") if has_dev else None,
+                            seconds, R * n_train)   # seconds: all replicas together
+            if diverged[r] or not stats:
+                progress[r].record(row)
+            elif progress[r].close_epoch(row, schedules[r], config, has_dev) and best is not None:
+                best = {k: best[k].at[r].set(params[k][r]) for k in best}
         if config.progress:
-            losses = [h[-1].get("train_loss", math.nan) for h in histories if h and h[-1]["epoch"] == epoch + 1]
+            losses = [p.history[-1].get("train_loss", math.nan) for p in progress if p.epoch == epoch + 1]
             print(f"epoch {epoch + 1}/{config.epochs}: {R} replicas, train loss mean {np.nanmean(losses):.4g}, "
                   f"{seconds:.2f} s", file=sys.stderr)
 
@@ -407,24 +342,21 @@ def fit_replicas(
     for r, (seed, model, metrics) in enumerate(zip(seeds, models, metric_fns)):
         for k, p in model.params.items():
             p[...] = final[k][r]
-        result: dict[str, Any] = {
-            "config": dataclasses.asdict(dataclasses.replace(config, seed=seed, lr=initial_lrs[r])),
-            "num_params": model.num_params(),
-            "epochs_run": epochs_run[r],
-            "best_epoch": best_epoch[r],
-            "stopped_early": stopped[r],
-            "restored_best_dev": best is not None,
-            "seconds_total": total,
-            "replicas": R,
-            "diverged": diverged[r],
-        }
+        result = run_result(dataclasses.replace(config, seed=seed, lr=initial_lrs[r]), None, model.num_params(),
+                            progress[r], best is not None, total, replicas=R, diverged=diverged[r])
         for prefix, stats in split_stats.items():
-            result.update(summarize([stats[r]], model, prefix))
+            result.update(metrics_from_stats([stats[r]], model, prefix))
         if metrics is not None:
             result.update(metrics(model))
-        result["history"] = histories[r]
+        result["history"] = progress[r].history
         results.append(result)
     return results
+
+
+def _stats(sums, r: int, accuracy: bool) -> Stats:
+    """Replica r's Stats from the (loss sum, count, correct) arrays of a vmapped call."""
+    loss_sum, count, correct = (np.asarray(a)[r] for a in sums)
+    return Stats(float(loss_sum), int(round(float(count))), int(round(float(correct))) if accuracy else None)
 
 
 def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accuracy: bool) -> list[Stats]:
@@ -432,6 +364,5 @@ def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accura
     R = next(iter(params.values())).shape[0]
     sums = [evaluate_batch(params, *data.gather([index] * R, batch_size))
             for index in data.splits[0].batch_indices(batch_size)]
-    loss_sum, count, correct = (np.sum([np.asarray(s[i]) for s in sums], axis=0) for i in range(3))
-    return [Stats(float(loss_sum[r]), int(round(float(count[r]))), int(round(float(correct[r]))) if accuracy else None)
-            for r in range(R)]
+    totals = [np.sum([np.asarray(s[i]) for s in sums], axis=0) for i in range(3)]
+    return [_stats(totals, r, accuracy) for r in range(R)]

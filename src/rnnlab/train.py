@@ -1,4 +1,5 @@
-"""The one training loop every experiment uses, with its data containers and checkpoints.
+"""The one training loop every experiment uses, the epoch bookkeeping it shares with the compiled
+replica trainer (``rnnlab.replicas``), and checkpoints.
 
 ``fit(model, train, dev, test, config, out_dir)`` trains epoch by epoch and, in ``out_dir``,
 appends one row per epoch to ``metrics.csv``, writes ``checkpoint.npz`` after every epoch
@@ -22,120 +23,17 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rnnlab.models import Batch, RecurrentModel, Stats
-from rnnlab.optim import clip_global_norm, clip_value, make_optimizer, make_schedule
+from rnnlab.models import RecurrentModel, Stats
+from rnnlab.optim import clip_gradients, make_optimizer, make_schedule
 
 CHECKPOINT = "checkpoint.npz"
-
-
-# -- data -----------------------------------------------------------------------------------
-
-
-def pad(arrays: list[np.ndarray], dtype=None) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad sequences (T_i, ...) into (T, B, ...) and return it with the (T, B) 0/1 mask."""
-    T = max(len(a) for a in arrays)
-    first = np.asarray(arrays[0])
-    out = np.zeros((T, len(arrays)) + first.shape[1:], dtype or first.dtype)
-    mask = np.zeros((T, len(arrays)), np.float64)
-    for j, a in enumerate(arrays):
-        out[: len(a), j] = a
-        mask[: len(a), j] = 1
-    return out, mask
-
-
-class SequenceData:
-    """Sequences of different lengths with a target each (``per_step=False``: a class id) or a
-    target per step (``per_step=True``: (T_i,) ids or (T_i, K) 0/1 rows).
-
-    Training batches are length-bucketed: a shuffled pool of 50 batches is sorted by length, cut
-    into batches, and the batches are shuffled, so padding stays small and the order random.
-    """
-
-    def __init__(self, inputs: list[np.ndarray], targets: Any, per_step: bool = False) -> None:
-        if len(inputs) == 0:
-            raise ValueError("inputs: expected at least one sequence")
-        if len(inputs) != len(targets):
-            raise ValueError(f"targets: expected one per sequence ({len(inputs)}), got {len(targets)}")
-        self.inputs = [np.asarray(x) for x in inputs]
-        self.targets = list(targets) if per_step else np.asarray(targets)
-        self.per_step = per_step
-        self.lengths = np.array([len(x) for x in self.inputs])
-        if self.lengths.min() < 1:
-            raise ValueError("inputs: every sequence needs at least one step")
-
-    def __len__(self) -> int:
-        return len(self.inputs)
-
-    def num_batches(self, batch_size: int) -> int:
-        return math.ceil(len(self) / batch_size)
-
-    def batch(self, index: np.ndarray) -> Batch:
-        x, mask = pad([self.inputs[i] for i in index])
-        if self.per_step:
-            y, _ = pad([self.targets[i] for i in index])
-        else:
-            y = self.targets[index]
-        full = bool(mask.all())
-        return Batch(x, y, None if full else mask)
-
-    def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
-        """All sequences once; shuffled and bucketed when ``rng`` is given, in order otherwise."""
-        for index in self.batch_indices(batch_size, rng):
-            yield self.batch(index)
-
-    def batch_indices(self, batch_size: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
-        """The sequence indices of each batch of ``batches`` (same draws from ``rng``)."""
-        n = len(self)
-        if rng is None:
-            groups = [np.arange(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-        else:
-            order = rng.permutation(n)
-            pool = batch_size * 50
-            groups = []
-            for start in range(0, n, pool):
-                chunk = order[start:start + pool]
-                chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
-                groups += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-            groups = [groups[i] for i in rng.permutation(len(groups))]
-        return groups
-
-
-class StreamData:
-    """One long token stream (PTB style) cut into ``batch_size`` parallel streams and read in
-    chunks of ``bptt`` steps; the state is carried from chunk to chunk (``Batch.carry``)."""
-
-    def __init__(self, tokens: np.ndarray, bptt: int) -> None:
-        self.tokens = np.asarray(tokens)
-        self.bptt = bptt
-        if len(self.tokens) < 2:
-            raise ValueError("tokens: a stream needs at least two tokens")
-
-    def __len__(self) -> int:
-        return len(self.tokens) - 1
-
-    def _layout(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        width = (len(self.tokens) - 1) // batch_size
-        if width < 1:
-            raise ValueError(f"batch_size: {len(self.tokens)} tokens are too few for {batch_size} streams")
-        x = self.tokens[: width * batch_size].reshape(batch_size, width).T          # (width, B)
-        y = self.tokens[1: width * batch_size + 1].reshape(batch_size, width).T
-        return x, y
-
-    def num_batches(self, batch_size: int) -> int:
-        return math.ceil(((len(self.tokens) - 1) // batch_size) / self.bptt)
-
-    def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
-        x, y = self._layout(batch_size)
-        for i, start in enumerate(range(0, x.shape[0], self.bptt)):
-            stop = start + self.bptt
-            yield Batch(x[start:stop], y[start:stop], None, carry=i > 0)
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -180,13 +78,63 @@ class TrainingDiverged(RuntimeError):
 
 
 @dataclass
-class _Progress:
+class Progress:
+    """Where one run stands after each epoch (checkpointed with it; ``fit_replicas`` keeps one per
+    replica). ``close_epoch`` is the bookkeeping that ends an epoch, written once for both trainers."""
+
     epoch: int = 0                       # epochs completed
     history: list[dict] = field(default_factory=list)
     best_epoch: int | None = None
     best_dev: float | None = None
     bad_epochs: int = 0
     stopped_early: bool = False
+
+    def record(self, row: dict) -> None:
+        self.history.append(row)
+        self.epoch = row["epoch"]
+
+    def close_epoch(self, row: dict, schedule, config: TrainConfig, has_dev: bool) -> bool:
+        """Record the epoch's row, let the schedule observe it, compare the watched loss (dev,
+        else train) with the best so far by ``min_delta``, count epochs without improvement and
+        decide early stopping (only with a dev set). True when this epoch is the new best: the
+        caller snapshots its parameters."""
+        self.record(row)
+        dev_loss = row["dev_loss"] if has_dev else None
+        schedule.observe(row["train_loss"], dev_loss)
+        watched = row["train_loss"] if dev_loss is None else dev_loss
+        improved = self.best_dev is None or watched < self.best_dev - config.min_delta
+        if improved:
+            self.best_dev, self.best_epoch, self.bad_epochs = watched, self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        if config.early_stopping is not None and has_dev and self.bad_epochs >= config.early_stopping:
+            self.stopped_early = True
+        return improved
+
+
+def epoch_row(epoch: int, lr: float, train: dict[str, float], dev: dict[str, float] | None, seconds: float,
+              sequences: int) -> dict[str, Any]:
+    """One line of metrics.csv: epoch (from 1), rate, train and dev metrics, time, throughput."""
+    row: dict[str, Any] = {"epoch": epoch + 1, "lr": lr, **train, **(dev or {})}
+    row["seconds"] = seconds
+    row["sequences_per_second"] = sequences / seconds if seconds > 0 else float("inf")
+    return row
+
+
+def run_result(config: TrainConfig, run_info: dict | None, num_params: int, progress: Progress,
+               restored_best_dev: bool, seconds_total: float, **extra: Any) -> dict[str, Any]:
+    """The head of a run's result (result.json); the caller adds the final metrics and history."""
+    return {
+        "config": dataclasses.asdict(config),
+        "run": run_info or {},
+        "num_params": num_params,
+        "epochs_run": progress.epoch,
+        "best_epoch": progress.best_epoch,
+        "stopped_early": progress.stopped_early,
+        "restored_best_dev": restored_best_dev,
+        "seconds_total": seconds_total,
+        **extra,
+    }
 
 
 # -- checkpoints --------------------------------------------------------------------------------
@@ -254,7 +202,8 @@ def load_params(model: RecurrentModel, arrays: dict[str, np.ndarray], prefix: st
 # -- evaluation -------------------------------------------------------------------------------
 
 
-def summarize(stats: list[Stats], model: RecurrentModel, prefix: str) -> dict[str, float]:
+def metrics_from_stats(stats: list[Stats], model: RecurrentModel, prefix: str) -> dict[str, float]:
+    """Mean loss (and accuracy, perplexity, NLL per step where they apply) from batch sums."""
     count = sum(s.count for s in stats)
     loss = sum(s.loss_sum for s in stats) / count
     out = {f"{prefix}_loss": loss}
@@ -273,7 +222,7 @@ def evaluate(model: RecurrentModel, data, batch_size: int, prefix: str = "eval")
     for batch in data.batches(batch_size):
         s, state = model.evaluate(batch, state if batch.carry else None)
         stats.append(s)
-    return summarize(stats, model, prefix)
+    return metrics_from_stats(stats, model, prefix)
 
 
 # -- the loop ---------------------------------------------------------------------------------
@@ -313,12 +262,12 @@ def fit(
     out_dir: str | Path | None = None,
     resume: bool = False,
     run_info: dict | None = None,
-    extra_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None,
+    task_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Train ``model`` on ``train`` (SequenceData or StreamData); returns the result dict also
     written to ``out_dir/result.json``. With a dev set, the best-dev parameters are restored at
     the end; train/dev/test metrics in the result are measured with those parameters, and so are
-    the task's own metrics, ``extra_metrics(model)`` (e.g. Reber's "solved" rates)."""
+    the task's own metrics, ``task_metrics(model)`` (e.g. Reber's "solved" rates)."""
     config = config or TrainConfig()
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -326,7 +275,7 @@ def fit(
     rng = np.random.default_rng(config.seed)
     optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay)
     schedule = make_schedule(config.schedule, config.lr, **config.schedule_kwargs())
-    progress = _Progress()
+    progress = Progress()
     best: dict[str, np.ndarray] | None = None
     meta_base = {"format": 1, "config": dataclasses.asdict(config), "run": run_info or {}}
 
@@ -339,7 +288,7 @@ def fit(
         optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
         schedule.load_state_dict(meta["schedule"])
         rng.bit_generator.state = meta["rng"]
-        progress = _Progress(**meta["progress"])
+        progress = Progress(**meta["progress"])
         if any(k.startswith("best/") for k in arrays):
             best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")}
         write_metrics(out / "metrics.csv", progress.history)
@@ -368,11 +317,7 @@ def fit(
             if where or bad:
                 what = where or f"the gradient of parameter {bad!r}"
                 raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
-            if config.clip_value is not None:
-                grads = clip_value(grads, config.clip_value)
-            if config.clip is not None:
-                grads, _ = clip_global_norm(grads, config.clip)
-            optimizer.step(grads)
+            optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
             bad = _first_non_finite(dict(model.params))
             if bad:
                 raise TrainingDiverged(_diverged(epoch, b, f"parameter {bad!r} after the update", out, progress.epoch))
@@ -384,27 +329,11 @@ def fit(
         if bar is not None:
             bar.close()
         seconds = time.perf_counter() - tic
-        row: dict[str, Any] = {"epoch": epoch + 1, "lr": optimizer.lr}
-        row.update(summarize(stats, model, "train"))
-        dev_loss = None
-        if dev is not None:
-            row.update(evaluate(model, dev, config.batch_size, "dev"))
-            dev_loss = row["dev_loss"]
-        row["seconds"] = seconds
-        row["sequences_per_second"] = sequences / seconds if seconds > 0 else float("inf")
-        schedule.observe(row["train_loss"], dev_loss)
-
-        watched = row["train_loss"] if dev_loss is None else dev_loss
-        if progress.best_dev is None or watched < progress.best_dev - config.min_delta:
-            progress.best_dev, progress.best_epoch, progress.bad_epochs = watched, epoch + 1, 0
-            if dev is not None:
-                best = {k: p.copy() for k, p in model.params.items()}
-        else:
-            progress.bad_epochs += 1
-        if config.early_stopping is not None and dev is not None and progress.bad_epochs >= config.early_stopping:
-            progress.stopped_early = True
-        progress.epoch = epoch + 1
-        progress.history.append(row)
+        dev_metrics = evaluate(model, dev, config.batch_size, "dev") if dev is not None else None
+        row = epoch_row(epoch, optimizer.lr, metrics_from_stats(stats, model, "train"), dev_metrics, seconds,
+                        sequences)
+        if progress.close_epoch(row, schedule, config, dev is not None) and dev is not None:
+            best = {k: p.copy() for k, p in model.params.items()}
         if out is not None:
             if len(progress.history) == 1 or not (out / "metrics.csv").exists():
                 write_metrics(out / "metrics.csv", progress.history)
@@ -421,23 +350,13 @@ def fit(
     if best is not None:
         for k, p in model.params.items():
             p[...] = best[k]
-    result: dict[str, Any] = {
-        "config": dataclasses.asdict(config),
-        "run": run_info or {},
-        "num_params": model.num_params(),
-        "epochs_run": progress.epoch,
-        "best_epoch": progress.best_epoch,
-        "stopped_early": progress.stopped_early,
-        "restored_best_dev": best is not None,
-        "seconds_total": time.perf_counter() - started,
-    }
-    result.update(evaluate(model, train, config.batch_size, "train"))
-    if dev is not None:
-        result.update(evaluate(model, dev, config.batch_size, "dev"))
-    if test is not None:
-        result.update(evaluate(model, test, config.batch_size, "test"))
-    if extra_metrics is not None:
-        result.update(extra_metrics(model))
+    result = run_result(config, run_info, model.num_params(), progress, best is not None,
+                        time.perf_counter() - started)
+    for name, data in (("train", train), ("dev", dev), ("test", test)):
+        if data is not None:
+            result.update(evaluate(model, data, config.batch_size, name))
+    if task_metrics is not None:
+        result.update(task_metrics(model))
     result["history"] = progress.history
     if out is not None:
         atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))

@@ -81,7 +81,7 @@ def discrepancy(cells=("rnn", "gru"), inits=INITS, ks=range(1, 21), max_l: int =
 def trained_discrepancy(model, seq_a: np.ndarray, seq_b: np.ndarray) -> np.ndarray:
     """‖h_a(t) − h_b(t)‖ of a (trained) model's top layer along two inputs of equal length, e.g.
     two strings that differ in their first symbols: how long does the network remember it?"""
-    from rnnlab.models import Batch
+    from rnnlab.data.containers import Batch
 
     if len(seq_a) != len(seq_b):
         raise ValueError(f"seq_b: expected the length of seq_a ({len(seq_a)}), got {len(seq_b)}")

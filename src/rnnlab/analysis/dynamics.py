@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.base import Cell
-from rnnlab.models import Batch, RecurrentModel
+from rnnlab.data.containers import Batch
+from rnnlab.models import RecurrentModel
 
 UNIT_CLASSES = ("transient", "accumulating", "oscillating")
 

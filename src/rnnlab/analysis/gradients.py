@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.models import Batch, RecurrentModel
+from rnnlab.data.containers import Batch
+from rnnlab.models import RecurrentModel
 from rnnlab.optim import global_norm
 
 

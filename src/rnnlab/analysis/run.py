@@ -14,7 +14,8 @@ from rnnlab.analysis import plots
 from rnnlab.analysis.discrepancy import discrepancy
 from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, lyapunov_exponent, states_and_outputs
 from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
-from rnnlab.models import Batch, RecurrentModel
+from rnnlab.data.containers import Batch
+from rnnlab.models import RecurrentModel
 
 
 def write_csv(path: Path, rows: list[dict]) -> Path:

@@ -24,47 +24,16 @@ Padded steps count as steps for ``back_steps``.
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rnnlab.cells.cache import Cache, State
+from rnnlab.common import check_back_steps, check_dtype, check_positive_int
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 Array = np.ndarray
-State = tuple  # (h,) for RNN and GRU, (h, c) for LSTM
 ENGINES = ("numpy", "jax")
-
-
-def sigmoid(a, xp=np):
-    # tanh form: exact, and it cannot overflow the way 1 / (1 + exp(-a)) does
-    return 0.5 * (1.0 + xp.tanh(0.5 * a))
-
-
-def matrix_transpose(w):
-    """Transpose of the last two axes: a weight, or a stack of independent weights (…, n, m)."""
-    return w.swapaxes(-1, -2)
-
-
-def check_positive_int(value: Any, argument: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{argument}: expected a positive integer, got {value!r}")
-    return int(value)
-
-
-def check_dtype(dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype: expected float32 or float64, got {dt}")
-    return dt
-
-
-def check_back_steps(back_steps: Any) -> int | None:
-    if back_steps is None:
-        return None
-    if isinstance(back_steps, bool) or not isinstance(back_steps, (int, np.integer)) or back_steps < 0:
-        raise ValueError(f"back_steps: expected None (full BPTT) or an integer >= 0, got {back_steps!r}")
-    return int(back_steps)
 
 
 def check_mask(mask: Any, T: int, B: int, dtype) -> Array | None:
@@ -113,32 +82,6 @@ class ParamView(MutableMapping):
 
     def __len__(self) -> int:
         return sum(len(child.params) for child in self._children.values())
-
-
-@dataclass
-class Cache:
-    """What the backward pass needs from a forward pass.
-
-    x: (T, B, input_size); mask: (T, B, 1) or None; state0: the initial state tuple, each
-    (B, hidden); states: one (T, B, hidden) array per state component, the state *after* each
-    step; steps: the cell's per-step intermediates, each (T, B, ...).
-    """
-
-    x: Array
-    mask: Array | None
-    state0: State
-    states: State
-    steps: dict[str, Array] = field(default_factory=dict)
-
-    @property
-    def final_state(self):
-        """The state after the last step: h (B, hidden), or (h, c) for an LSTM."""
-        last = tuple(s[-1] for s in self.states)
-        return last[0] if len(last) == 1 else last
-
-    def prev_states(self) -> State:
-        """Per component, the state *before* each step, (T, B, hidden)."""
-        return tuple(np.concatenate([s0[None], s[:-1]], axis=0) for s0, s in zip(self.state0, self.states))
 
 
 class Cell:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
+from rnnlab.cells.base import Cell
+from rnnlab.common import matrix_transpose, sigmoid
 from rnnlab.init import init_bias
 
 VARIANTS = ("cudnn", "cho")

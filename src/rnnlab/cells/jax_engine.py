@@ -26,7 +26,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 # float64 checks (gradcheck, parity) need 64-bit arrays; float32 arrays stay float32
 jax.config.update("jax_enable_x64", True)
 
-from rnnlab.cells.base import Cache  # noqa: E402
+from rnnlab.cells.cache import Cache  # noqa: E402
 
 
 def forward_scan(cell, masked: bool, p, x, state0, mask):

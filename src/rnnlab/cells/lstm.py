@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
+from rnnlab.cells.base import Cell
+from rnnlab.common import matrix_transpose, sigmoid
 
 
 def lstm_step(p, xw, state, xp=np):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, matrix_transpose, sigmoid
+from rnnlab.cells.base import Cell
+from rnnlab.common import matrix_transpose, sigmoid
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu")
 

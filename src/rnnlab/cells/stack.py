@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.cells.base import Cache, Cell, ParamView, check_positive_int
+from rnnlab.cells.base import Cache, Cell, ParamView
 from rnnlab.cells.gru import GRU
 from rnnlab.cells.lstm import LSTM
 from rnnlab.cells.rnn import RNN
+from rnnlab.common import check_positive_int
 
 CELLS: dict[str, type[Cell]] = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
 

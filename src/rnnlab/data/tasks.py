@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from rnnlab.data import reber, synthetic, text
+from rnnlab.data.containers import Batch, SequenceData, StreamData
 from rnnlab.data.polyphonic import load_polyphonic
 from rnnlab.data.registry import DataError, find_file, require_file
-from rnnlab.models import Batch, RecurrentModel
-from rnnlab.train import SequenceData, StreamData
+from rnnlab.models import RecurrentModel
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Task:
 
     input_kind: ``"dense"`` (float vectors of ``input_size``), ``"one_hot"`` (ids read as one-hot
     vectors of ``input_size``) or ``"embedding"`` (ids below ``vocab_size``; the embedding size is a
-    model setting). ``metrics(model, split)`` adds task-specific metrics (Reber's "solved" rate).
+    model setting). ``measure(model, split)`` computes task-specific metrics (Reber's "solved" rate).
     The settings of the study a task comes from live in ``STUDY_DEFAULTS[task name]``.
     """
 
@@ -40,15 +40,15 @@ class Task:
     vocab_size: int | None = None
     loss: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    metrics: Callable[[RecurrentModel, str], dict[str, float]] | None = None
+    measure: Callable[[RecurrentModel, str], dict[str, float]] | None = None
 
-    def extra_metrics(self, model: RecurrentModel) -> dict[str, float]:
+    def task_metrics(self, model: RecurrentModel) -> dict[str, float]:
         """Task metrics on every split, keyed ``{split}_{name}``."""
-        if self.metrics is None:
+        if self.measure is None:
             return {}
         out = {}
         for split in self.splits:
-            out.update({f"{split}_{k}": v for k, v in self.metrics(model, split).items()})
+            out.update({f"{split}_{k}": v for k, v in self.measure(model, split).items()})
         return out
 
 
@@ -99,7 +99,7 @@ def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: in
 
     splits = {name: data(ss) for name, ss in strings.items()}
 
-    def metrics(model: RecurrentModel, split: str) -> dict[str, float]:
+    def measure(model: RecurrentModel, split: str) -> dict[str, float]:
         ss = strings[split]
         out = {"solved": 0.0, "step_accuracy": 0.0, "final_step_accuracy": 0.0}
         for start in range(0, len(ss), 256):
@@ -115,7 +115,7 @@ def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: in
 
     name = "embedded-reber" if embedded else "reber"
     return Task(name, splits, input_size=len(reber.ALPHABET), output_size=len(reber.ALPHABET), head="steps",
-                input_kind="one_hot", loss=target, metrics=metrics,
+                input_kind="one_hot", loss=target, measure=measure,
                 info={"strings": strings, "embedded": embedded})
 
 

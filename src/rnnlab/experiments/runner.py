@@ -104,7 +104,7 @@ def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) 
     task, model = built or build(settings)
     result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
                  train_config(settings, progress=False), job_dir,
-                 run_info={"settings": settings, "task_info": jsonable(task.info)}, extra_metrics=task.extra_metrics)
+                 run_info={"settings": settings, "task_info": jsonable(task.info)}, task_metrics=task.task_metrics)
     return {k: v for k, v in result.items() if k != "history"}
 
 
@@ -112,8 +112,9 @@ def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) ->
     """One configuration's seeds trained together by ``fit_replicas`` (the jax extra), each stored
     like a ``run_job`` result (result.json, metrics.csv, the trained parameters). Streams with
     carried state and weight noise, which ``fit_replicas`` does not do, train seed by seed."""
+    from rnnlab.data.containers import SequenceData
     from rnnlab.replicas import fit_replicas
-    from rnnlab.train import CHECKPOINT, SequenceData, atomic_write, save_checkpoint, write_metrics
+    from rnnlab.train import CHECKPOINT, atomic_write, save_checkpoint, write_metrics
 
     built = [build(settings) for settings in settings_list]
     tasks = [task for task, _ in built]
@@ -124,7 +125,7 @@ def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) ->
               for name in ("train", "dev", "test")}
     results = fit_replicas([model for _, model in built], splits["train"], splits["dev"], splits["test"],
                            train_config(settings_list[0], progress=False), [s["seed"] for s in settings_list],
-                           [task.extra_metrics for task in tasks])
+                           [task.task_metrics for task in tasks])
     for settings, task, (_, model), result, job_dir in zip(settings_list, tasks, built, results, job_dirs):
         out = Path(job_dir)
         out.mkdir(parents=True, exist_ok=True)

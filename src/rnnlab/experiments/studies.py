@@ -21,9 +21,9 @@ from rnnlab.analysis.run import (
 )
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.data import reber
+from rnnlab.data.containers import Batch
 from rnnlab.data.tasks import get_task
 from rnnlab.experiments.runner import Context, Experiment, Figure, RunSpec
-from rnnlab.models import Batch
 
 
 def mean_curve(curves: list[list[float]]) -> np.ndarray:

@@ -1,0 +1,51 @@
+"""Small helpers every layer shares: argument checks and two array functions written once.
+
+They sit below the cells, so ``cells``, ``layers``, ``losses``, ``models`` and ``budget`` all
+import them from here rather than from one another.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def sigmoid(a, xp=np):
+    """σ(a) in its tanh form: exact, and it cannot overflow the way 1 / (1 + exp(-a)) does."""
+    return 0.5 * (1.0 + xp.tanh(0.5 * a))
+
+
+def matrix_transpose(w):
+    """Transpose of the last two axes: a weight, or a stack of independent weights (…, n, m)."""
+    return w.swapaxes(-1, -2)
+
+
+def scatter_add(target, index, values, xp=np):
+    """``target`` with ``values`` added at rows ``index`` (repeated rows accumulate); pure under
+    ``jax.numpy``, in place (and returned) under NumPy."""
+    if xp is np:
+        np.add.at(target, index, values)
+        return target
+    return target.at[index].add(values)
+
+
+def check_positive_int(value: Any, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{argument}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype: expected float32 or float64, got {dt}")
+    return dt
+
+
+def check_back_steps(back_steps: Any) -> int | None:
+    if back_steps is None:
+        return None
+    if isinstance(back_steps, bool) or not isinstance(back_steps, (int, np.integer)) or back_steps < 0:
+        raise ValueError(f"back_steps: expected None (full BPTT) or an integer >= 0, got {back_steps!r}")
+    return int(back_steps)
