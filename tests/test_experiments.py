@@ -31,7 +31,7 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
     for run in results["runs"]:
         _, model = build(run["settings"])
         assert run["num_params"] == model.num_params(), run["key"]
-        for metric in exp.metrics:
+        for metric in exp.metric_names:
             if metric in run and run[metric] is not None:
                 assert math.isfinite(run[metric]), (run["key"], metric)
     for row in results["summary"]:
@@ -58,6 +58,17 @@ def test_every_experiment_runs_in_quick_mode(name, tmp_path):
     exp = EXPERIMENTS[name]
     results = run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, progress=False)
     _check_results(exp, results, tmp_path / name, seeds=2)
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS) + ["compare"])
+def test_every_published_number_names_a_configuration_of_the_full_study(name):
+    exp = COMPARE if name == "compare" else EXPERIMENTS[name]
+    specs = exp.specs(False)
+    keys = {s.key for s in specs}
+    assert len(keys) == len(specs), "configuration keys are unique"
+    for key, metric in exp.published:
+        assert key in keys, f"{name}: published {key!r} is not a configuration ({sorted(keys)})"
+        assert metric in exp.metric_names, f"{name}: published metric {metric!r} is not in the tables"
 
 
 def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):

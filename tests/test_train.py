@@ -298,7 +298,8 @@ def test_cli_config_file_and_evaluate(tmp_path):
 
 
 def test_every_study_default_belongs_to_a_task_and_is_a_known_setting():
-    from rnnlab.data.tasks import STUDY_DEFAULTS, TASKS
+    from rnnlab.data.tasks import TASKS
+    from rnnlab.experiments.defaults import STUDY_DEFAULTS
     from rnnlab.experiments.settings import convert, settings_table
 
     table = {s.name: s for s in settings_table()}

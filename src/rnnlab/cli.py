@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.experiments.settings import build, convert, default_settings, jsonable, settings_table, train_config
+from rnnlab.experiments.settings import (
+    build,
+    default_settings,
+    jsonable,
+    load_trained,
+    resolve_settings,
+    settings_table,
+    train_config,
+)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -85,35 +93,19 @@ def _read_toml(path: str) -> dict[str, Any]:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def resolve_settings(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """Built-in defaults < the task's study defaults < --config TOML < command-line flags."""
-    table = {s.name: s for s in settings_table()}
-    from_file = _read_toml(args.config) if args.config else {}
-    unknown = sorted(set(from_file) - set(table))
-    if unknown:
-        raise ValueError(f"--config {args.config}: unknown setting(s) {unknown}; expected names from {sorted(table)}")
-    flags = {name: getattr(args, name) for name in table if getattr(args, name) is not None}
-    task = convert(table["task"], flags.get("task", from_file.get("task", table["task"].default)), "--task")
-    from rnnlab.data.tasks import STUDY_DEFAULTS
-
-    task_defaults = STUDY_DEFAULTS.get(task, {})
-    settings = {}
-    for name, s in table.items():
-        if name in flags:
-            settings[name] = convert(s, flags[name], "--" + name.replace("_", "-"))
-        elif name in from_file:
-            settings[name] = convert(s, from_file[name], f"--config {args.config}")
-        elif name in task_defaults:
-            settings[name] = convert(s, task_defaults[name], f"task {task}")
-        else:
-            settings[name] = s.default
-    return settings
+    sources = [(f"--config {args.config}", _read_toml(args.config))] if args.config else []
+    for s in settings_table():
+        if getattr(args, s.name) is not None:
+            sources.append(("--" + s.name.replace("_", "-"), {s.name: getattr(args, s.name)}))
+    return resolve_settings(*sources)
 
 
 def _train(args: argparse.Namespace) -> int:
     from rnnlab.train import TrainingDiverged, fit
 
-    settings = resolve_settings(args)
+    settings = settings_from_args(args)
     task, model = build(settings)
     config = train_config(settings, progress=not args.quiet)
     out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
@@ -132,19 +124,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from rnnlab.train import evaluate, load_checkpoint, load_params
+    from rnnlab.train import evaluate
 
-    arrays, meta = load_checkpoint(args.checkpoint)
-    settings = meta.get("run", {}).get("settings")
-    if not settings:
-        raise ValueError(f"checkpoint {args.checkpoint}: no run settings recorded; cannot rebuild the model")
-    task, model = build(settings)
-    has_best = any(k.startswith("best/") for k in arrays)
-    which = "best" if has_best and not args.last else "param"
-    load_params(model, arrays, which, args.checkpoint)
+    task, model, _, meta, parameters = load_trained(args.checkpoint, last=args.last)
     batch_size = meta["config"]["batch_size"]
-    metrics: dict[str, Any] = {"checkpoint": str(args.checkpoint), "parameters": "best-dev" if which == "best" else
-                               "last epoch", "epoch": meta["progress"]["epoch"], "num_params": model.num_params()}
+    metrics: dict[str, Any] = {"checkpoint": str(args.checkpoint), "parameters": parameters,
+                               "epoch": meta.get("progress", {}).get("epoch"), "num_params": model.num_params()}
     for split in ("train", "dev", "test") if args.split == "all" else (args.split,):
         if split in task.splits:
             metrics.update(evaluate(model, task.splits[split], batch_size, split))
@@ -187,89 +172,82 @@ def _data(args: argparse.Namespace) -> int:
 
 def _analysis_models(args: argparse.Namespace):
     """(task, {name: model}) from --checkpoint files, or untrained models from --task/--cells."""
-    from rnnlab.train import load_checkpoint, load_params
-
     models: dict[str, Any] = {}
     task = None
     if args.checkpoint:
         for path in args.checkpoint:
-            arrays, meta = load_checkpoint(path)
-            settings = meta.get("run", {}).get("settings")
-            if not settings:
-                raise ValueError(f"checkpoint {path}: no run settings recorded; cannot rebuild the model")
-            task, model = build(settings)
-            load_params(model, arrays, "best" if any(k.startswith("best/") for k in arrays) else "param", path)
+            task, model, settings, _, _ = load_trained(path)
             models[f"{settings['cell']}-{settings['hidden']}"] = model
         return task, models
     for cell in args.cells.split(","):
-        settings = default_settings(args.task, cell=cell, hidden=args.hidden, seed=args.seed)
+        settings = default_settings(args.task, cell=cell, seed=args.seed,
+                                    **({} if args.hidden is None else {"hidden": args.hidden}))
         task, model = build(settings)
         models[f"{cell}-{settings['hidden']}"] = model
     return task, models
 
 
-def _analyze(args: argparse.Namespace) -> int:
+def _analysis_batch(task, examples: int):
+    data = task.splits.get("test") or task.splits["train"]
+    batch = data.batch(np.arange(min(examples, len(data)))) if hasattr(data, "batch") else next(data.batches(examples))
+    return data, batch
+
+
+def _discrepancy(args: argparse.Namespace, out: Path) -> dict:
     from rnnlab.analysis import run
 
+    cells, inits = args.cells.split(","), args.inits.split(",")
+    result = run.write_discrepancy(out, tuple(cells), tuple(inits), args.max_k, args.max_l, args.draws, args.seed)
+    table = {(r["cell"], r["init"], r["l"], r["k"]): r["D"] for r in result["records"]}
+    for cell in cells:
+        points = [(l, k) for l, k in ((1, 5), (5, 20), (10, 10), (50, 20)) if l <= args.max_l and k <= args.max_k]
+        shown = ", ".join(f"D({l},{k}) = {table[(cell, inits[0], l, k)]:.4g}" for l, k in points)
+        print(f"{cell} ({inits[0]} draws): {shown}")
+    return result
+
+
+def _gradient_flow(args: argparse.Namespace, out: Path) -> dict:
+    from rnnlab.analysis import run
+
+    task, models = _analysis_models(args)
+    return run.write_gradient_flow(models, _analysis_batch(task, args.examples)[1], out)
+
+
+def _gradients(args: argparse.Namespace, out: Path) -> dict:
+    from rnnlab.analysis import run
+
+    task, models = _analysis_models(args)
+    return run.write_gradient_distribution(models, _analysis_batch(task, args.examples)[0], out, args.examples)
+
+
+def _dynamics(args: argparse.Namespace, out: Path) -> dict:
+    from rnnlab.analysis import run
+
+    task, models = _analysis_models(args)
+    if task.input_kind != "dense":
+        raise ValueError(f"--task {task.name}: dynamics needs dense inputs (e.g. mean-sign)")
+    return run.write_dynamics(models, np.asarray(_analysis_batch(task, args.examples)[1].x, np.float64), out)
+
+
+def _hidden(args: argparse.Namespace, out: Path) -> dict:
+    from rnnlab.analysis import run
+
+    task, models = _analysis_models(args)
+    return run.write_reber_readout(models, task, args.strings.split(","), out)
+
+
+ANALYSES = {"discrepancy": _discrepancy, "gradient-flow": _gradient_flow, "gradients": _gradients,
+            "hidden": _hidden, "dynamics": _dynamics}
+
+
+def _analyze(args: argparse.Namespace) -> int:
     args.cells = args.cells or ("rnn,gru" if args.analysis == "discrepancy" else "rnn,gru,lstm")
     out = Path(args.out or f"runs/analyze-{args.analysis}")
-    if args.analysis == "discrepancy":
-        result = run.write_discrepancy(out, tuple(args.cells.split(",")), tuple(args.inits.split(",")), args.max_k,
-                                       args.max_l, args.draws, args.seed)
-        table = {(r["cell"], r["init"], r["l"], r["k"]): r["D"] for r in result["records"]}
-        for cell in args.cells.split(","):
-            points = [(l, k) for l, k in ((1, 5), (5, 20), (10, 10), (50, 20)) if l <= args.max_l and k <= args.max_k]
-            shown = ", ".join(f"D({l},{k}) = {table[(cell, args.inits.split(',')[0], l, k)]:.4g}" for l, k in points)
-            print(f"{cell} ({args.inits.split(',')[0]} draws): {shown}")
-    else:
-        from rnnlab.data.containers import Batch
-
-        task, models = _analysis_models(args)
-        data = task.splits.get("test") or task.splits["train"]
-        index = np.arange(min(args.examples, len(data)))
-        batch = data.batch(index) if hasattr(data, "batch") else next(data.batches(args.examples))
-        if args.analysis == "gradient-flow":
-            result = run.write_gradient_flow(models, batch, out)
-            print(json.dumps(result["summary"], indent=2))
-        elif args.analysis == "gradients":
-            result = run.write_gradient_distribution(models, data, out, args.examples)
-            print(json.dumps(result["summary"], indent=2))
-        elif args.analysis == "hidden":
-            result = _hidden(task, models, args, out, Batch)
-        else:
-            if task.input_kind != "dense":
-                raise ValueError(f"--task {task.name}: dynamics needs dense inputs (e.g. mean-sign)")
-            result = run.write_dynamics(models, np.asarray(batch.x, np.float64), out)
-            print(json.dumps(result["summary"], indent=2))
+    result = ANALYSES[args.analysis](args, out)
+    if "summary" in result:
+        print(json.dumps(result["summary"], indent=2))
     print(f"wrote {len(result['files'])} files to {out}", file=sys.stderr)
     return 0
-
-
-def _hidden(task, models, args, out, Batch):
-    from rnnlab.analysis import run
-    from rnnlab.analysis.discrepancy import trained_discrepancy
-    from rnnlab.data import reber
-
-    if task.input_kind != "one_hot" or task.input_size != len(reber.ALPHABET):
-        raise ValueError(f"--task {task.name}: hidden heatmaps are drawn along Reber strings (reber, embedded-reber)")
-    strings = args.strings.split(",")
-    for s in strings:
-        reber.encode(s)
-    # S2 reads the prefixes 'BPBTXSE' / 'BTBTXSE' whole: the output after the last symbol is the
-    # prediction of the final T/P, which only a network that remembered the second symbol gets right
-    inputs = {s: reber.encode(s) for s in strings}
-    symbols = {s: list(s) for s in strings}
-    files, summary = [], {}
-    for name, model in models.items():
-        r = run.write_hidden(model, name, inputs, symbols, list(reber.ALPHABET), out)
-        files += r["files"]
-        summary[name] = {s: {c: round(float(r["numbers"][s]["outputs"][-1][reber.INDEX[c]]), 4) for c in "TP"}
-                         for s in strings}
-        if len(strings) >= 2 and len(strings[0]) == len(strings[1]):
-            dist = trained_discrepancy(model, inputs[strings[0]], inputs[strings[1]])
-            summary[name]["state_distance_at_end"] = float(dist[-1])
-    print(json.dumps(summary, indent=2))
-    return {"files": files, "summary": summary}
 
 
 # -- experiments ---------------------------------------------------------------------------------
@@ -277,7 +255,7 @@ def _hidden(task, models, args, out, Batch):
 
 def _run_experiment(exp, args: argparse.Namespace) -> int:
     from rnnlab.experiments.runner import run_experiment
-    from rnnlab.report import write_report
+    from rnnlab.report import summary_text, write_report
 
     if args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
@@ -287,7 +265,7 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
                              force=args.force, progress=True, replicas=args.replicas)
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
-    print(md_path.read_text().split("## Figures")[0].split("## Settings")[0])
+    print(summary_text(results))
     print(f"report: {html_path.resolve()}\n(also {md_path}, results.json, results.csv)")
     return 0
 

@@ -149,6 +149,15 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
     return path
 
 
+def summary_text(results: dict[str, Any]) -> str:
+    """What a terminal shows after a run: title, seeds, the results and published tables, notes."""
+    parts = [f"# {results['title']}", "", _seeds_sentence(results), "", _md_table(*results_table(results)), ""]
+    if results["published"]:
+        parts += ["Next to the published numbers:", "", _md_table(*published_table(results)), ""]
+    parts += [f"- {n}" for n in results["notes"]]
+    return "\n".join(parts)
+
+
 def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Path]:
     exp_dir = Path(exp_dir)
     return write_html(results, exp_dir), write_markdown(results, exp_dir)

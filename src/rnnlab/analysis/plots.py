@@ -148,3 +148,13 @@ def plot_learning_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path,
     ax.grid(alpha=0.3)
     ax.legend()
     return save_figure(fig, path)
+
+
+def plot_histograms(values: dict[str, list[float]], path, bins, xlabel: str, ylabel: str, title: str) -> Path:
+    """One translucent histogram per named series, e.g. the splits of a data set."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for name, v in values.items():
+        ax.hist(v, bins=bins, alpha=0.6, label=f"{name} ({len(v)})")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend()
+    return save_figure(fig, path)

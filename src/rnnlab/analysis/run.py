@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
-from rnnlab.analysis.discrepancy import discrepancy
+from rnnlab.analysis.discrepancy import discrepancy, trained_discrepancy
 from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, lyapunov_exponent, states_and_outputs
 from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.data import reber
 from rnnlab.data.containers import Batch
 from rnnlab.models import RecurrentModel
 
@@ -84,6 +85,26 @@ def write_hidden(model: RecurrentModel, name: str, inputs: dict[str, np.ndarray]
                                         f"{name}: outputs along {label}", vmin=0, vmax=1))
         numbers[label] = {"states": r["states"].tolist(), "outputs": r["outputs"].tolist()}
     return {"numbers": numbers, "files": files}
+
+
+def write_reber_readout(models: dict[str, RecurrentModel], task, strings: list[str], out: Path) -> dict:
+    """S2's readout along Reber strings read whole (e.g. 'BPBTXSE', 'BTBTXSE'): heatmaps of each
+    model's hidden states and outputs, and the output probabilities of T and P after the last
+    symbol, which predict the final symbol; only a network that remembered the second symbol gets it
+    right. With two strings of one length, the distance between the final states too."""
+    if task.input_kind != "one_hot" or task.input_size != len(reber.ALPHABET):
+        raise ValueError(f"--task {task.name}: hidden heatmaps are drawn along Reber strings (reber, embedded-reber)")
+    inputs = {s: reber.encode(s) for s in strings}
+    files, summary = [], {}
+    for name, model in models.items():
+        r = write_hidden(model, name, inputs, {s: list(s) for s in strings}, list(reber.ALPHABET), out)
+        files += r["files"]
+        summary[name] = {s: {c: round(float(r["numbers"][s]["outputs"][-1][reber.INDEX[c]]), 4) for c in "TP"}
+                         for s in strings}
+        if len(strings) >= 2 and len(strings[0]) == len(strings[1]):
+            dist = trained_discrepancy(model, inputs[strings[0]], inputs[strings[1]])
+            summary[name]["state_distance_at_end"] = float(dist[-1])
+    return {"files": files, "summary": summary}
 
 
 def write_dynamics(models: dict[str, RecurrentModel], x: np.ndarray, out: Path) -> dict:

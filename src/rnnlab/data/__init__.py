@@ -6,14 +6,15 @@ locally or downloaded with checksums: NLU+ wiki sentences, Linzen agreement, PTB
 music (``load_polyphonic``). ``get_task(name)`` builds a training task from any of them.
 """
 
+from rnnlab.data.containers import Batch, SequenceData, StreamData, pad
 from rnnlab.data.polyphonic import load_polyphonic
 from rnnlab.data.reber import is_reber, legal_next, reber_strings, solved_stats
 from rnnlab.data.registry import DATASETS, DataError, DataMissing, fetch, find_file, verify
 from rnnlab.data.synthetic import adding_data, copy_data, lk_words, mean_sign_data
-from rnnlab.data.tasks import STUDY_DEFAULTS, TASKS, Task, build_model, get_task
+from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 
 __all__ = [
-    "DATASETS", "DataError", "DataMissing", "STUDY_DEFAULTS", "TASKS", "Task", "adding_data",
+    "Batch", "DATASETS", "DataError", "DataMissing", "SequenceData", "StreamData", "TASKS", "Task", "adding_data",
     "build_model", "copy_data", "fetch", "find_file", "get_task", "is_reber", "legal_next", "lk_words",
-    "load_polyphonic", "mean_sign_data", "reber_strings", "solved_stats", "verify",
+    "load_polyphonic", "mean_sign_data", "pad", "reber_strings", "solved_stats", "verify",
 ]

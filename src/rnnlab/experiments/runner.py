@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.experiments.settings import build, default_settings, jsonable, train_config
+from rnnlab.analysis.steps import Findings, run_steps
+from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
+from rnnlab.train import CHECKPOINT
 
 
 @dataclass
@@ -50,13 +52,6 @@ class RunSpec:
 
 
 @dataclass
-class Figure:
-    title: str
-    path: Path
-    caption: str = ""
-
-
-@dataclass
 class Context:
     """What an experiment's analyses get: its folder, its runs, and trained models on demand."""
 
@@ -73,26 +68,24 @@ class Context:
 
     def load(self, key: str, seed: int = 0, task=None):
         """(task, model) of a finished job with its best-dev (or last) parameters."""
-        from rnnlab.train import CHECKPOINT, load_checkpoint, load_params
-
-        spec = self.spec(key)
-        path = self.job_dir(spec, seed) / CHECKPOINT
-        arrays, _ = load_checkpoint(path)
-        task, model = build(spec.full_settings(seed), task)
-        load_params(model, arrays, "best" if any(k.startswith("best/") for k in arrays) else "param", str(path))
-        return task, model
+        trained = load_trained(self.job_dir(self.spec(key), seed) / CHECKPOINT, task=task)
+        return trained.task, trained.model
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Experiment:
+    """A study as data: its configurations (``specs(quick)``), the metrics its tables show, the
+    published numbers keyed by (spec key, metric), the named analysis steps it runs after training
+    (``rnnlab.analysis.steps``) and fixed notes."""
+
     name: str
     title: str
     study: str
     about: str
     specs: Callable[[bool], list[RunSpec]]
-    metrics: list[str]
-    published: dict[tuple[str, str], Any] = field(default_factory=dict)   # (spec key, metric) → number or text
-    analyze: Callable[[Context], tuple[list[Figure], list[str]]] | None = None
+    metric_names: list[str]
+    published: dict[tuple[str, str], Any] = field(default_factory=dict)
+    analyses: list[Callable[[Context], Findings]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -114,7 +107,7 @@ def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) ->
     carried state and weight noise, which ``fit_replicas`` does not do, train seed by seed."""
     from rnnlab.data.containers import SequenceData
     from rnnlab.replicas import fit_replicas
-    from rnnlab.train import CHECKPOINT, atomic_write, save_checkpoint, write_metrics
+    from rnnlab.train import atomic_write, save_checkpoint, write_metrics
 
     built = [build(settings) for settings in settings_list]
     tasks = [task for task, _ in built]
@@ -187,7 +180,7 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
 
 
-def summarize(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> list[dict]:
+def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> list[dict]:
     """Per configuration: parameter count, seeds, and mean/std of every metric over seeds."""
     rows = []
     for spec in specs:
@@ -246,22 +239,22 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
             runs.append({"key": spec.key, "group": spec.group, "label": spec.label, "seed": seed, **metrics,
                          "settings": result["run"]["settings"], "history": history})
     context.runs = runs
-    figures, notes = exp.analyze(context) if exp.analyze else ([], [])
+    found = run_steps(exp.analyses, context)
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
-        "seeds": seeds, "metrics": exp.metrics, "seconds": time.perf_counter() - started,
+        "seeds": seeds, "metrics": exp.metric_names, "seconds": time.perf_counter() - started,
         "configurations": [{"key": s.key, "group": s.group, "label": s.label, "task": s.task,
                             "settings": s.settings, "task_options": s.task_options} for s in specs],
-        "summary": summarize(specs, runs, exp.metrics),
+        "summary": aggregate_seeds(specs, runs, exp.metric_names),
         "published": [{"key": k, "metric": m, "value": v} for (k, m), v in exp.published.items()],
         "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
         "histories": {f"{r['key']}-s{r['seed']}": r["history"] for r in runs},
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
-                    for f in figures],
-        "notes": exp.notes + notes,
+                    for f in found.figures],
+        "notes": exp.notes + found.notes,
     }
     (exp_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in exp.metrics if m != "num_params"]
+    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in exp.metric_names if m != "num_params"]
     with open(exp_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()

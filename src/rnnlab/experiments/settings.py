@@ -1,15 +1,22 @@
 """Run settings: one table of every setting (name, default, converter, help) shared by
-``rnnlab train``, TOML files and the experiments, and the functions that turn settings into a task,
-a model and a training configuration."""
+``rnnlab train``, TOML files and the experiments; their order of precedence (``resolve_settings``);
+and the functions that turn settings into a task, a model and a training configuration, or a
+checkpoint back into a trained model (``load_trained``, the one restore path)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from rnnlab.data.tasks import TASKS, Task, build_model, get_task
+from rnnlab.experiments.defaults import STUDY_DEFAULTS
+from rnnlab.optim import OPTIMIZERS, SCHEDULES
+from rnnlab.train import TrainConfig, load_checkpoint, load_params
 
 
 def _optional_int(text: str) -> int | None:
@@ -46,9 +53,6 @@ class Setting:
 
 
 def settings_table() -> list[Setting]:
-    from rnnlab.data.tasks import TASKS
-    from rnnlab.optim import OPTIMIZERS, SCHEDULES
-
     return [
         Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
         Setting("cell", "rnn", str, "recurrent cell", ("rnn", "gru", "lstm")),
@@ -108,8 +112,6 @@ def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
 def build(settings: dict[str, Any], task=None):
     """(task, model) for a settings dict; ``settings["task_options"]`` (optional) go to the task.
     A task built before (same name, seed and options) can be passed to skip loading it again."""
-    from rnnlab.data.tasks import build_model, get_task
-
     if task is None:
         task = get_task(settings["task"], seed=settings["seed"], **settings.get("task_options", {}))
     model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
@@ -128,19 +130,54 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def default_settings(task: str, **overrides: Any) -> dict[str, Any]:
-    from rnnlab.data.tasks import STUDY_DEFAULTS
-
-    settings = {s.name: s.default for s in settings_table()}
-    settings.update(STUDY_DEFAULTS.get(task, {}))
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    settings["task"] = task
+def resolve_settings(*sources: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every setting's value, by precedence: the built-in defaults < the study defaults of the task
+    < each source in turn (later ones win). A source is ``(where, {name: value})``; ``where`` names
+    it in errors ("--config run.toml", "--lr"). Unknown names and invalid values raise ValueError."""
+    table = {s.name: s for s in settings_table()}
+    for where, values in sources:
+        unknown = sorted(set(values) - set(table))
+        if unknown:
+            raise ValueError(f"{where}: unknown setting(s) {unknown}; expected names from {sorted(table)}")
+    task = table["task"].default
+    for where, values in sources:
+        if "task" in values:
+            task = convert(table["task"], values["task"], where)
+    settings = {name: s.default for name, s in table.items()}
+    layers = [(f"study defaults of {task}", STUDY_DEFAULTS.get(task, {})), *sources]
+    for where, values in layers:
+        settings.update({name: convert(table[name], value, where) for name, value in values.items()})
     return settings
 
 
-def train_config(settings: dict[str, Any], progress: bool = True):
-    """The TrainConfig part of a settings dict."""
-    from rnnlab.train import TrainConfig
+def default_settings(task: str, **overrides: Any) -> dict[str, Any]:
+    """The settings of ``task``'s study with ``overrides`` on top."""
+    return resolve_settings(("settings", {**overrides, "task": task}))
 
+
+def train_config(settings: dict[str, Any], progress: bool = True) -> TrainConfig:
+    """The TrainConfig part of a settings dict."""
     names = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in settings.items() if k in names}, progress=progress)
+
+
+class Trained(NamedTuple):
+    task: Task
+    model: Any
+    settings: dict[str, Any]
+    meta: dict[str, Any]
+    parameters: str        # "best-dev" or "last epoch"
+
+
+def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | None = None) -> Trained:
+    """A checkpoint written by a training run, rebuilt: its task and model (from the run settings
+    stored in it) holding the best-dev parameters when it has them (``last=True``: the last
+    epoch's). ``task``: one built before from the same settings, to skip loading the data again."""
+    arrays, meta = load_checkpoint(checkpoint)
+    settings = meta.get("run", {}).get("settings")
+    if not settings:
+        raise ValueError(f"checkpoint {checkpoint}: no run settings recorded; cannot rebuild the model")
+    task, model = build(settings, task)
+    best = any(k.startswith("best/") for k in arrays) and not last
+    load_params(model, arrays, "best" if best else "param", str(checkpoint))
+    return Trained(task, model, settings, meta, "best-dev" if best else "last epoch")

@@ -1,0 +1,299 @@
+"""The analyses a study calls, as named, parameterised steps.
+
+An experiment lists its steps as data (``analyses=[ReberReadout(...), Discrepancy(...)]``). Each
+step is a frozen dataclass holding its parameters; called with the experiment's context it
+writes its files under ``analysis/`` and returns ``Findings``: figures with captions, and notes.
+The context is anything with ``exp_dir``, ``quick``, ``specs``, ``runs`` and ``load(key, seed=0,
+task=None) -> (task, model)`` (``rnnlab.experiments.runner.Context``). Models are named by the
+spec keys they come from; ``quick`` runs shrink the sizes the full steps use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rnnlab.analysis import plots
+from rnnlab.analysis.run import (
+    write_discrepancy,
+    write_dynamics,
+    write_gradient_distribution,
+    write_gradient_flow,
+    write_reber_readout,
+)
+from rnnlab.data.tasks import get_task
+
+CELL_NAMES = {"rnn": "vanilla", "gru": "GRU", "lstm": "LSTM"}
+
+
+@dataclass
+class Figure:
+    title: str
+    path: Path
+    caption: str = ""
+
+
+@dataclass
+class Findings:
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_steps(steps: list, ctx: Any) -> Findings:
+    """Every step in order, their figures and notes together."""
+    found = Findings()
+    for step in steps:
+        result = step(ctx)
+        found.figures += result.figures
+        found.notes += result.notes
+    return found
+
+
+def out_dir(ctx: Any) -> Path:
+    return Path(ctx.exp_dir) / "analysis"
+
+
+def load_models(ctx: Any, models: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+    """(task, {name: trained model}) of seed 0 of the named spec keys, which share one task."""
+    task, loaded = None, {}
+    for name, key in models.items():
+        task, loaded[name] = ctx.load(key, task=task)
+    return task, loaded
+
+
+def first_batch(data, examples: int):
+    """The first ``examples`` sequences of a split as one batch."""
+    return data.batch(np.arange(min(examples, len(data))))
+
+
+def mean_curve(curves: list[list[float]]) -> np.ndarray:
+    """Mean over seeds at each epoch; runs that stopped early count until their last epoch."""
+    width = max(len(c) for c in curves)
+    padded = np.full((len(curves), width), np.nan)
+    for i, c in enumerate(curves):
+        padded[i, :len(c)] = c
+    return np.nanmean(padded, axis=0)
+
+
+# -- the steps ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GradientFlow:
+    """‖∂L/∂h_t‖ per step of the top layer along test sequences, and ‖∂L/∂W_h‖ against BPTT depth
+    (S4's figure 1, S5's vanishing gradient), for trained models named → spec key."""
+
+    models: dict[str, str]
+    examples: int = 64
+    max_steps: int = 20
+    context: str = ""           # what the models were trained on, for the captions
+    quick_models: dict[str, str] | None = None   # where quick runs train other configurations
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        task, models = load_models(ctx, self.quick_models if ctx.quick and self.quick_models else self.models)
+        flow = write_gradient_flow(models, first_batch(task.splits["test"], self.examples), out, self.max_steps)
+        ratios = ", ".join(f"{n} {v['first_over_last']:.1e}" for n, v in flow["summary"].items())
+        where = f" ({self.context})" if self.context else ""
+        notes = [f"Gradient at the first step relative to the last{where}: {ratios}."]
+        for name, depth in flow["depths"].items():
+            inc = depth["increment"]
+            notes.append(f"{name}: the 5th step back adds {inc[min(4, len(inc) - 1)]:.2e} to ‖∂L/∂W_h‖, the 10th "
+                         f"{inc[min(9, len(inc) - 1)]:.2e}.")
+        return Findings([
+            Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
+                   f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences: how much "
+                   f"the loss says about early steps. The first step gets {ratios} times the last step's gradient."),
+            Figure("Gradient vs BPTT depth", out / "bptt_depth.png",
+                   "‖∂L/∂W_h‖ when backpropagating k steps, and what the k-th step back adds."),
+        ], notes)
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """Hidden-unit trajectories and their classes, the recurrent Jacobian's spectrum and the largest
+    Lyapunov exponent of one trained model on dense test inputs (S5)."""
+
+    key: str
+    sequences: int = 16
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        task, model = ctx.load(self.key)
+        batch = first_batch(task.splits["test"], self.sequences)
+        s = write_dynamics({self.key: model}, np.asarray(batch.x, np.float64), out)["summary"][self.key]
+        return Findings([
+            Figure("Hidden-unit trajectories", out / f"trajectories_{self.key}.png",
+                   f"Top-layer units along {self.sequences} test sequences, classified by the documented rule: "
+                   f"{s['unit_classes']}."),
+            Figure("Recurrent Jacobian", out / "jacobian_spectrum.png",
+                   f"Largest |eigenvalue| of ∂s_t/∂s_(t−1) (first layer); largest Lyapunov exponent "
+                   f"{s['lyapunov_exponent']:.3f} per step."),
+        ], [f"{self.key}: unit classes {s['unit_classes']}; Lyapunov exponent {s['lyapunov_exponent']:.3f}."])
+
+
+@dataclass(frozen=True)
+class ReberReadout:
+    """S2's figures: outputs (and hidden states) along embedded-Reber strings read whole; the T/P
+    output after the last symbol is the prediction that needs the second symbol."""
+
+    models: dict[str, str]
+    strings: tuple[str, ...] = ("BPBTXSE", "BTBTXSE")
+    figures_for: tuple[str, ...] = ("BPBTXSE", "BTBTXSE")
+    hidden_figures: bool = True
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        task, models = load_models(ctx, self.models)
+        summary = write_reber_readout(models, task, list(self.strings), out)["summary"]
+        figures, notes = [], []
+        for name in models:
+            shown = ", ".join(f"after {s} T/P = {summary[name][s]['T']:.3f}/{summary[name][s]['P']:.3f} (right: "
+                              f"{'P' if s[1] == 'P' else 'T'})" for s in self.strings)
+            notes.append(f"{name} (seed 0): {shown}.")
+            for s in self.figures_for:
+                right = "P" if s[1] == "P" else "T"
+                figures.append(Figure(f"{name}: outputs along {s}", out / f"outputs_{name}_{s}.png",
+                                      f"Output probability of each symbol (rows) after each prefix (columns); the last "
+                                      f"column predicts the final symbol: {right} is right."))
+                if self.hidden_figures:
+                    figures.append(Figure(f"{name}: hidden states along {s}", out / f"hidden_{name}_{s}.png",
+                                          "Hidden unit activations after each symbol."))
+        return Findings(figures, notes)
+
+
+@dataclass(frozen=True)
+class GradientDistribution:
+    """Per-example full-BPTT gradient coefficients of every parameter, pooled (S2's figure 9)."""
+
+    models: dict[str, str]
+    examples: int = 256
+    quick_examples: int = 32
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        task, models = load_models(ctx, self.models)
+        examples = self.quick_examples if ctx.quick else self.examples
+        s = write_gradient_distribution(models, task.splits["train"], out, examples)["summary"]
+        medians = ", ".join(f"{n} {v['q50']:.2e}" for n, v in s.items())
+        small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
+        return Findings(
+            [Figure("Per-example gradient coefficients (S2 figure 9)", out / "gradient_distribution.png",
+                    f"Absolute full-BPTT gradients of every parameter, per training string ({examples}), pooled.")],
+            [f"Gradient coefficients: median {medians}; below 1e-6: {small}."])
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """S2's (l,k)-discrepancy D(l,k) of untrained cells (N(0,1) draws, no biases): the distance between
+    the states after u = 0^l and v = 1 0^(l−1), mean over draws; reported at the point ``at``=(l, k)."""
+
+    cells: tuple[str, ...] = ("rnn", "gru")
+    at: tuple[int, int] = (10, 10)
+    max_k: int = 20
+    max_l: int = 50
+    draws: int = 2000
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        max_k, max_l, draws = (5, 10, 100) if ctx.quick else (self.max_k, self.max_l, self.draws)
+        records = write_discrepancy(out, self.cells, ("normal",), max_k, max_l, draws)["records"]
+        table = {(r["cell"], r["l"], r["k"]): r["D"] for r in records}
+        l, k = min(self.at[0], max_l), min(self.at[1], max_k)
+        shown = ", ".join(f"{CELL_NAMES.get(c, c)} {table[(c, l, k)]:.2e}" for c in self.cells)
+        return Findings(
+            [Figure("(l,k)-discrepancy of untrained networks (S2)", out / "discrepancy_heatmap_normal.png",
+                    "log10 D(l,k): distance between the states after u = 0^l and v = 1 0^(l−1), mean over N(0,1) "
+                    "draws, no biases: how much of the first symbol survives l steps.")],
+            [f"D({l},{k}) with N(0,1) draws: {shown}."])
+
+
+@dataclass(frozen=True)
+class LearningCurves:
+    """A metric of every configuration against epochs (or cumulative seconds), mean over seeds; one
+    figure in all, or one per group (``per_group``)."""
+
+    metric: str
+    ylabel: str
+    against: str = "epoch"      # "epoch" or "seconds"
+    per_group: bool = False
+    name: str = ""              # file name (and title) of the single figure
+    caption: str = ""
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        groups = sorted({s.group for s in ctx.specs}) if self.per_group else [None]
+        figures = []
+        for group in groups:
+            curves = {}
+            for spec in ctx.specs:
+                if group is not None and spec.group != group:
+                    continue
+                runs = [r for r in ctx.runs if r["key"] == spec.key]
+                values = mean_curve([[h[self.metric] for h in r["history"]] for r in runs])
+                x = (mean_curve([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])
+                     if self.against == "seconds" else np.arange(1, len(values) + 1))
+                curves[spec.label if group is not None else f"{spec.label} ({spec.group})"] = (x, values)
+            axis = "wall-clock time" if self.against == "seconds" else "epochs"
+            title = group if group is not None else self.name
+            path = out / (f"{group}_{'seconds' if self.against == 'seconds' else 'epochs'}.png" if group is not None
+                          else f"{self.name.lower().replace(' ', '_')}.png")
+            plots.plot_learning_curves(curves, path, self.against, self.ylabel, title)
+            figures.append(Figure(f"{group}: learning curves against {axis}" if group is not None else self.name,
+                                  path, self.caption or f"{self.ylabel} against {axis}, mean over seeds."))
+        return Findings(figures, [])
+
+
+@dataclass(frozen=True)
+class MetricAgainstSetting:
+    """Mean test metrics over seeds against one setting (e.g. back steps), one line per cell."""
+
+    setting: str
+    metrics: tuple[str, ...]
+    xlabel: str
+
+    def __call__(self, ctx: Any) -> Findings:
+        out = out_dir(ctx)
+        xs = sorted({s.settings[self.setting] for s in ctx.specs})
+        cells = list(dict.fromkeys(s.settings["cell"] for s in ctx.specs))
+        figures = []
+        for metric in self.metrics:
+            curves = {cell: (xs, [np.mean([r[metric] for r in ctx.runs if r["settings"]["cell"] == cell
+                                           and r["settings"][self.setting] == x]) for x in xs]) for cell in cells}
+            name = metric.replace("_", " ")
+            path = plots.plot_learning_curves(curves, out / f"{metric}_vs_{self.setting}.png", self.xlabel, name,
+                                              f"{name} vs {self.xlabel}")
+            figures.append(Figure(f"{name.capitalize()} vs {self.xlabel}", path, f"Mean over seeds of the {name}."))
+        return Findings(figures, [])
+
+
+@dataclass(frozen=True)
+class MajorityBaseline:
+    """The accuracy of always predicting the most frequent test class, per group's task."""
+
+    def __call__(self, ctx: Any) -> Findings:
+        notes, seen = [], set()
+        for spec in ctx.specs:
+            if spec.task not in seen:
+                seen.add(spec.task)
+                majority = get_task(spec.task, **spec.task_options).info["test_majority_accuracy"]
+                notes.append(f"{spec.task}: majority-class test accuracy {100 * majority:.1f}%.")
+        return Findings([], notes)
+
+
+@dataclass(frozen=True)
+class DistanceHistogram:
+    """Subject–verb distances of the number-agreement sentences, per split."""
+
+    def __call__(self, ctx: Any) -> Findings:
+        spec = ctx.specs[0]
+        task = get_task(spec.task, **spec.task_options)
+        distances = task.info["distances"]
+        path = plots.plot_histograms(distances, out_dir(ctx) / "distances.png", np.arange(0.5, 40.5),
+                                     "subject–verb distance (tokens)", "sentences", "Subject–verb distances")
+        mean = {s: round(float(np.mean(v)), 2) for s, v in distances.items()}
+        return Findings([Figure("Subject–verb distances", path, "Histogram of verb index − subject index.")],
+                        [f"Mean subject–verb distance: {mean}; plural share {task.info['plural_fraction']}."])
