@@ -93,3 +93,18 @@ def truncated_reference_loss(cell, head, x, h0, mask, k, frozen_states, frozen_h
         hs[t] = hs_live[-1]
         total += head.loss(hs, mask)[0]
     return total
+
+
+def near_relu_kink(cell, x, h0, margin: float = 1e-2) -> bool:
+    """True when a ReLU cell's pre-activation comes within ``margin`` of 0 on this input: finite
+    differences (steps of up to 2e-4 in a weight) would then straddle the kink, where the function
+    has no derivative, and compare the analytic gradient with a meaningless number."""
+    if getattr(cell, "activation", None) != "relu":
+        return False
+    p, h = cell.params, h0
+    for t in range(x.shape[0]):
+        pre = x[t] @ p["W_x"] + h @ p["W_h"] + p.get("b", 0.0) + p.get("b_h", 0.0)
+        if np.abs(pre).min() < margin:
+            return True
+        h = np.maximum(pre, 0.0)
+    return False

@@ -14,7 +14,7 @@ CELLS = [("rnn", {}), ("rnn", {"activation": "sigmoid"}), ("gru", {}), ("gru", {
 
 
 @pytest.mark.parametrize("kind, kwargs", CELLS)
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=10)
 @given(T=st.integers(1, 6), B=st.integers(1, 4), I=st.integers(1, 5), H=st.integers(1, 6))
 def test_shapes(kind, kwargs, T, B, I, H):
     cell = rnnlab.make_cell(kind, I, H, seed=0, **kwargs)
@@ -133,7 +133,7 @@ def test_losses_reject_bad_targets():
         rnnlab.sigmoid_binary_cross_entropy(np.zeros((2, 3)), np.zeros((2, 3)), mask=np.zeros(2))
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=30)
 @given(
     kind=st.sampled_from(["rnn", "gru", "lstm"]), variant=st.sampled_from(["cudnn", "cho"]),
     I=st.integers(1, 9), H=st.integers(1, 9), O=st.integers(0, 5), L=st.integers(1, 3),
@@ -157,7 +157,7 @@ def test_published_parameter_counts():
     assert count_params("gru", input_size=7, hidden_size=10, output_size=7, variant="cho") == 617
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=30)
 @given(kind=st.sampled_from(["rnn", "gru", "lstm"]), budget=st.integers(50, 30000), I=st.integers(1, 90))
 def test_hidden_for_budget_is_the_closest(kind, budget, I):
     h = hidden_for_budget(kind, budget, input_size=I, output_size=88)

@@ -360,9 +360,9 @@ def _stats(sums, r: int, accuracy: bool) -> Stats:
 
 
 def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accuracy: bool) -> list[Stats]:
-    """Every replica's loss sum, count and correct over a whole split (batches in order)."""
+    """Every replica's loss sum, count and correct over a whole split (batched by length, as ``evaluate``)."""
     R = next(iter(params.values())).shape[0]
     sums = [evaluate_batch(params, *data.gather([index] * R, batch_size))
-            for index in data.splits[0].batch_indices(batch_size)]
+            for index in data.splits[0].batch_indices(batch_size, by_length=True)]
     totals = [np.sum([np.asarray(s[i]) for s in sums], axis=0) for i in range(3)]
     return [_stats(totals, r, accuracy) for r in range(R)]

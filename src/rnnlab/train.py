@@ -217,9 +217,10 @@ def metrics_from_stats(stats: list[Stats], model: RecurrentModel, prefix: str) -
 
 
 def evaluate(model: RecurrentModel, data, batch_size: int, prefix: str = "eval") -> dict[str, float]:
-    """Mean loss (and accuracy / perplexity where they apply) over a whole data set."""
+    """Mean loss (and accuracy / perplexity where they apply) over a whole data set; sequences are
+    batched by length, so evaluation pads (almost) nothing."""
     stats, state = [], None
-    for batch in data.batches(batch_size):
+    for batch in data.batches(batch_size, by_length=True):
         s, state = model.evaluate(batch, state if batch.carry else None)
         stats.append(s)
     return metrics_from_stats(stats, model, prefix)

@@ -78,26 +78,29 @@ class SequenceData:
         full = bool(mask.all())
         return Batch(x, y, None if full else mask)
 
-    def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
-        """All sequences once; shuffled and bucketed when ``rng`` is given, in order otherwise."""
-        for index in self.batch_indices(batch_size, rng):
+    def batches(self, batch_size: int, rng: np.random.Generator | None = None,
+                by_length: bool = False) -> Iterator[Batch]:
+        """All sequences once: shuffled and bucketed when ``rng`` is given (training), else in
+        order, or grouped by length with ``by_length`` (evaluation: sums need no order, and
+        sequences of one length pad nothing)."""
+        for index in self.batch_indices(batch_size, rng, by_length):
             yield self.batch(index)
 
-    def batch_indices(self, batch_size: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+    def batch_indices(self, batch_size: int, rng: np.random.Generator | None = None,
+                      by_length: bool = False) -> list[np.ndarray]:
         """The sequence indices of each batch of ``batches`` (same draws from ``rng``)."""
         n = len(self)
         if rng is None:
-            groups = [np.arange(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-        else:
-            order = rng.permutation(n)
-            pool = batch_size * 50
-            groups = []
-            for start in range(0, n, pool):
-                chunk = order[start:start + pool]
-                chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
-                groups += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-            groups = [groups[i] for i in rng.permutation(len(groups))]
-        return groups
+            order = np.argsort(self.lengths, kind="stable") if by_length else np.arange(n)
+            return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        order = rng.permutation(n)
+        pool = batch_size * 50
+        groups = []
+        for start in range(0, n, pool):
+            chunk = order[start:start + pool]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            groups += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+        return [groups[i] for i in rng.permutation(len(groups))]
 
 
 class StreamData:
@@ -124,7 +127,9 @@ class StreamData:
     def num_batches(self, batch_size: int) -> int:
         return math.ceil(((len(self.tokens) - 1) // batch_size) / self.bptt)
 
-    def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> Iterator[Batch]:
+    def batches(self, batch_size: int, rng: np.random.Generator | None = None,
+                by_length: bool = False) -> Iterator[Batch]:
+        """The chunks in stream order, always: the state carries from one to the next."""
         x, y = self._layout(batch_size)
         for i, start in enumerate(range(0, x.shape[0], self.bptt)):
             stop = start + self.bptt

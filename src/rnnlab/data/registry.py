@@ -3,21 +3,20 @@
 Every file has a canonical URL and, where one is known, a pinned sha256. A file is looked for, in
 order, in ``$RNNLAB_DATA_DIR/<folder>/``, in ``../shared/data/<folder>/`` (beside the current
 directory or beside the source checkout) and in the cache ``$RNNLAB_CACHE_DIR`` (default
-``~/.cache/rnnlab``)``/<folder>/``. ``fetch`` downloads missing files into the cache, checks the
-sha256 and only then renames them into place; nothing downloaded is ever part of the repository.
+``~/.cache/rnnlab``)``/<folder>/``. ``fetch`` downloads missing files into the cache with ``pooch``
+(download to a temporary file, check the sha256, only then move into place; archives are
+unpacked by its processors); nothing downloaded is ever part of the repository.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import os
-import tempfile
-import urllib.request
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pooch
 
 
 class DataError(ValueError):
@@ -34,7 +33,6 @@ class RemoteFile:
     url: str                    # canonical download address
     sha256: str | None          # None: no published checksum to pin (fetch prints what it got)
     member: str | None = None   # path inside a zip archive at ``url``
-    gunzip: bool = False        # ``url`` serves the file gzip-compressed
     required: bool = True       # False for files that are not public everywhere
 
 
@@ -173,17 +171,32 @@ def missing_message(dataset: Dataset, file_name: str, download_failed: bool = Fa
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return pooch.file_hash(str(path), alg="sha256")
 
 
-def _download(url: str, timeout: float) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": "rnnlab"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
+def _downloader(timeout: float):
+    """How files are fetched (tests replace it with a function writing the bytes they serve)."""
+    return pooch.HTTPDownloader(timeout=timeout, headers={"User-Agent": "rnnlab"})
+
+
+def _retrieve(f: RemoteFile, target_dir: Path, timeout: float) -> Path:
+    """Download one file into ``target_dir`` through pooch; its sha256 is checked before it lands."""
+    if f.member is None:
+        known = f"sha256:{f.sha256}" if f.sha256 else None
+        return Path(pooch.retrieve(f.url, known, fname=f.name, path=target_dir, downloader=_downloader(timeout)))
+    # a member of a zip archive: the pin is the member's, so pooch unpacks it and the hash is checked here
+    archive = f.url.rsplit("/", 1)[1]
+    unpacked = pooch.retrieve(f.url, None, fname=archive, path=target_dir / ".archives",
+                              processor=pooch.Unzip(members=[f.member]), downloader=_downloader(timeout))
+    member = Path(unpacked[0])
+    if f.sha256 is not None and sha256_of(member) != f.sha256:
+        got = sha256_of(member)
+        member.unlink()
+        raise ValueError(f"SHA256 hash of the archive member {f.member} ({got}) does not match the known hash "
+                         f"({f.sha256})")
+    target = target_dir / f.name
+    shutil.move(str(member), target)
+    return target
 
 
 def fetch(dataset_name: str, timeout: float = 60.0, force: bool = False) -> list[str]:
@@ -195,39 +208,27 @@ def fetch(dataset_name: str, timeout: float = 60.0, force: bool = False) -> list
     dataset = get_dataset(dataset_name)
     target_dir = cache_dir() / dataset.folder
     lines = []
-    archives: dict[str, bytes] = {}
     for f in dataset.files:
         present = find_file(dataset_name, f.name)
         if present is not None and not force:
             lines.append(f"{f.name}: present at {present}")
             continue
+        if force and (target_dir / f.name).is_file():
+            (target_dir / f.name).unlink()
+        target_dir.mkdir(parents=True, exist_ok=True)
         try:
-            if f.member:
-                if f.url not in archives:
-                    archives[f.url] = _download(f.url, timeout)
-                with zipfile.ZipFile(io.BytesIO(archives[f.url])) as z:
-                    payload = z.read(f.member)
-            else:
-                payload = _download(f.url, timeout)
-                if f.gunzip:
-                    payload = gzip.decompress(payload)
+            path = _retrieve(f, target_dir, timeout)
+        except ValueError as err:  # pooch's hash mismatch; the download is already deleted
+            raise DataError(f"{f.url}: checksum mismatch for {f.name}: expected sha256 {f.sha256} ({err}); the "
+                            "download was discarded") from None
         except (OSError, zipfile.BadZipFile, KeyError) as err:
             if not f.required:
                 lines.append(f"{f.name}: not available ({err}); optional, skipped")
                 continue
             raise DataMissing(f"could not download {f.url} ({err}).\n"
                               + missing_message(dataset, f.name, download_failed=True)) from None
-        digest = hashlib.sha256(payload).hexdigest()
-        if f.sha256 is not None and digest != f.sha256:
-            raise DataError(f"{f.url}: checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {digest}; "
-                            "the download was discarded")
-        target_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=f".{f.name}.")
-        with os.fdopen(fd, "wb") as out:
-            out.write(payload)
-        os.replace(tmp, target_dir / f.name)
-        note = "verified" if f.sha256 else f"no pinned checksum; sha256 {digest}"
-        lines.append(f"{f.name}: downloaded to {target_dir / f.name} ({note})")
+        note = "verified" if f.sha256 else f"no pinned checksum; sha256 {sha256_of(path)}"
+        lines.append(f"{f.name}: downloaded to {path} ({note})")
     return lines
 
 
@@ -246,11 +247,3 @@ def verify(dataset_name: str | None = None) -> list[tuple[str, str, str]]:
                 ok = sha256_of(path) == f.sha256
                 rows.append((name, f.name, "ok" if ok else f"MISMATCH at {path}"))
     return rows
-
-
-def check_sha256(path: Path, expected: str | None) -> None:
-    """Raise DataError when ``path`` does not have the expected sha256."""
-    if expected is not None:
-        got = sha256_of(path)
-        if got != expected:
-            raise DataError(f"{path}: checksum mismatch: expected sha256 {expected}, got {got}")

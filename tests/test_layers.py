@@ -1,0 +1,96 @@
+"""The package's layers, read from the modules' own imports: nothing imports upward, and there are
+no import cycles, not even through imports inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# lowest first; a module may import its own layer and the ones before it (the README's picture)
+LAYERS = [
+    ("rnnlab.common", "rnnlab.init"),
+    ("rnnlab.cells",),
+    ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",
+     "rnnlab.interop"),
+    ("rnnlab.data",),
+    ("rnnlab.train", "rnnlab.replicas"),
+    ("rnnlab.analysis",),
+    ("rnnlab.experiments",),
+    ("rnnlab.report",),
+    ("rnnlab.cli",),
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in (SRC / "rnnlab").rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _layer(module: str) -> int:
+    for rank, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{module} belongs to no layer; add it to LAYERS (and the README's layout)")
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every rnnlab module this file imports, at the top or inside functions."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from package import submodule`` imports the submodule (its package is initialising)
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                     for a in node.names]
+        for name in names:
+            if name.startswith("rnnlab") and name in modules:
+                out.add(name)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(path, modules) - {name} for name, path in modules.items() if name != "rnnlab"}
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [f"{m} (layer {_layer(m)}) imports {d} (layer {_layer(d)})"
+              for m, deps in _graph().items() for d in deps if d != "rnnlab" and _layer(d) > _layer(m)]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycles():
+    graph = {m: {d for d in deps if d != "rnnlab"} for m, deps in _graph().items()}
+    # a package's __init__ re-exports its modules; importing the package is importing them
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep):] + [dep]) if dep in path else f"{node} -> {dep}")
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_readme_describes_these_layers():
+    readme = (SRC.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    names = [prefixes[0].split(".")[-1] for prefixes in LAYERS]
+    positions = [layout.index(f"`{name}`") for name in names]
+    assert positions == sorted(positions), "the README's layout paragraph lists the layers in another order"
