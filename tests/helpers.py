@@ -20,7 +20,7 @@ BIASES = {"none": {"bias": False}, "bias": {"bias": True}, "two-biases": {"bias"
 LOSS_MODES = ("ce-steps", "ce-last", "bce-steps", "se-steps")
 
 
-def make_cell(config: str, bias: str, input_size: int, hidden: int, seed: int) -> rnnlab.Cell:
+def gradcheck_cell(config: str, bias: str, input_size: int, hidden: int, seed: int) -> rnnlab.Cell:
     kind, kwargs = CELL_CONFIGS[config]
     # normal(0.5) draws make gates and activations leave their linear regime
     return rnnlab.make_cell(kind, input_size, hidden, seed=seed, init="normal", init_scale=0.5,

@@ -14,8 +14,8 @@ from helpers import (
     CELL_CONFIGS,
     LOSS_MODES,
     Head,
+    gradcheck_cell,
     join_state,
-    make_cell,
     make_mask,
     near_relu_kink,
     split_state,
@@ -30,7 +30,7 @@ grid = settings(max_examples=2)
 def _setup(config, bias, loss_mode, masked, shape):
     T, B, I, H, seed = shape
     rng = np.random.default_rng(seed)
-    cell = make_cell(config, bias, I, H, seed)
+    cell = gradcheck_cell(config, bias, I, H, seed)
     head = Head(loss_mode, H, 3, T, B, rng)
     x = rng.normal(size=(T, B, I))
     h0 = join_state(cell, [rng.normal(scale=0.5, size=(B, H)) for _ in range(cell.state_size)])
