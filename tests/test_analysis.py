@@ -83,7 +83,7 @@ def test_cli_writes_discrepancy_csv_and_plots(tmp_path):
     subprocess.run([sys.executable, "-m", "rnnlab.cli", "analyze", "discrepancy", "--cells", "rnn,gru", "--draws", "30",
                     "--max-l", "5", "--max-k", "3", "--out", str(tmp_path)], check=True, capture_output=True)
     rows = list(csv.DictReader(open(tmp_path / "discrepancy.csv")))
-    assert list(rows[0]) == ["cell", "init", "l", "k", "D", "se"]
+    assert list(rows[0]) == ["cell", "init", "l", "k", "D", "se", "below_precision"]
     assert len(rows) == 2 * 3 * 5 * 3 and {r["init"] for r in rows} == {"normal", "xavier", "uniform"}
     assert (tmp_path / "discrepancy_heatmap_normal.png").stat().st_size > 1000
 
@@ -126,13 +126,6 @@ def test_state_gradients_match_finite_differences(cell):
         np.testing.assert_allclose(buf[0][t], numeric, atol=1e-8)
     flow = gradient_flow(model, batch)
     np.testing.assert_allclose(flow["norms"][0], np.linalg.norm(buf[0], axis=-1).mean(axis=1))
-
-
-def test_bptt_depth_reaches_full_bptt():
-    model, batch = _model_and_batch("gru", T=5)
-    r = bptt_depth(model, batch, max_steps=5)
-    assert r["norm"][-1] == pytest.approx(r["full"]) and r["increment"][-1] == pytest.approx(0, abs=1e-15)
-    assert r["increment"][0] > 0
 
 
 def test_gradient_distribution_pools_every_coefficient():
@@ -204,3 +197,27 @@ def test_jacobians_match_finite_differences(kind):
 
     numeric = np.stack([(step(s0 + 1e-6 * e) - step(s0 - 1e-6 * e)) / 2e-6 for e in np.eye(n)], axis=1)
     np.testing.assert_allclose(J[1, 0], numeric, atol=1e-8)
+
+
+def test_discrepancy_marks_rounding_noise_and_draws_distinct_streams():
+    from rnnlab.analysis.discrepancy import discrepancy, precision_floor
+
+    records = discrepancy(("rnn", "gru"), ("uniform",), ks=(2, 102), max_l=40, draws=50)
+    vanilla_late = [r for r in records if r["cell"] == "rnn" and r["l"] == 40 and r["k"] == 2]
+    assert all(r["below_precision"] for r in vanilla_late)                   # S2: vanilla forgets entirely
+    assert all(r["D"] < precision_floor(r["k"]) for r in vanilla_late)
+    assert not any(r["below_precision"] for r in records if r["cell"] == "gru" and r["l"] == 1)
+    # k = 2 and k = 102 of the same cell once shared a seed (seed + 100·init + k); every point has its own now
+    first = {k: discrepancy_curve("gru", k, "normal", 3, 50, seed=0)[0] for k in (2, 102)}
+    assert not np.allclose(first[2][0], first[102][0])
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru"])
+def test_bptt_depth_reaches_full_bptt_and_stops_at_the_sequence_length(cell):
+    """With T steps and a zero initial state, back steps T−2 already reach every W_h term (the first
+    step's recurrent input is the zero state): the curve stops there instead of adding zeros."""
+    model, batch = _model_and_batch(cell)
+    r = bptt_depth(model, batch, max_steps=20)
+    assert r["k"][-1] == batch.x.shape[0] - 2
+    assert r["increment"].min() > 1e-12              # no step that adds nothing drawn as 1e-28
+    assert r["norm"][-1] == pytest.approx(r["full"], rel=1e-12)

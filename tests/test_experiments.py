@@ -42,10 +42,21 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
     assert (exp_dir / "results.csv").read_text().count("\n") == len(specs) * seeds + 1
     for fig in results["figures"]:
         assert (exp_dir / fig["path"]).stat().st_size > 1000, fig["path"]
+    # every claim and every published number has its verdict row, with one of the three outcomes
+    verdicts = results["verdicts"]
+    assert [v["claim"] for v in verdicts if v["kind"] == "claim"] == [c.text for c in exp.claims]
+    assert len([v for v in verdicts if v["kind"] == "published"]) == len(exp.published)
+    allowed = ("reproduced", "not reproduced", "not significant with", "shown only", "not run (quick mode)")
+    assert all(v["verdict"].startswith(allowed) for v in verdicts), [v["verdict"] for v in verdicts]
     html_path, md_path = write_report(results, exp_dir)
     page = html_path.read_text()
     assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results["figures"])
-    assert "Quick mode" in md_path.read_text()
+    markdown = md_path.read_text()
+    assert "Quick mode" in markdown
+    if verdicts:   # the verdicts lead the report, before the tables
+        assert page.index("id='verdicts'") < page.index("<h2>Results</h2>")
+        assert markdown.index("## Verdicts") < markdown.index("## Results")
+    assert all(f["caption"] for f in results["figures"]), "every figure says what to see in it"
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
@@ -119,6 +130,7 @@ def _compare_quick(tmp_path: Path) -> Path:
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "report: " in proc.stdout and "rnnlab reproduce" in proc.stdout
+    assert proc.stdout.index("Claims, tested over seeds") < proc.stdout.index("| configuration |")
     return tmp_path / "compare" / "report.html"
 
 
@@ -145,6 +157,9 @@ def test_report_renders_in_a_real_browser(tmp_path):
                            "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120)
     dom = proc.stdout
     assert "<table" in dom and "embedded-reber-gru-10" in dom, proc.stderr[-2000:]
+    verdicts = dom[dom.index('id="verdicts"'):dom.index("<h2>Results</h2>")]
+    assert "Claims, tested over seeds" in verdicts and "Published numbers against ours" in verdicts
+    assert verdicts.count("<tr>") >= len(results["verdicts"]) + 2
     expected = len(results["figures"])
     assert expected >= 5
     assert re.search(rf'data-images="{expected}"', dom), "the browser did not see every image"

@@ -45,6 +45,10 @@ CASES = {
         dict(cell="rnn", input_size=3, output_size=4, head="multilabel"),
         "dense-multilabel", TrainConfig(optimizer="rmsprop", lr=0.01, batch_size=4, epochs=3, clip_value=0.2,
                                         back_steps=2)),
+    "rnn-steps-sgd-per-sentence-loss-anneal": (
+        dict(cell="rnn", input_size=5, output_size=5, head="steps", one_hot=True, bias=False, activation="sigmoid"),
+        "ids-steps", TrainConfig(optimizer="sgd", lr=0.5, batch_size=4, epochs=3, schedule="anneal", anneal=2.0,
+                                 loss_normalization="sequence", back_steps=1)),
     "gru-cho-mean-regression-adagrad": (
         dict(cell="gru", input_size=3, output_size=1, head="mean", loss="squared_error", variant="cho"),
         "dense-regression", TrainConfig(optimizer="adagrad", lr=0.1, batch_size=6, epochs=3, schedule="step",

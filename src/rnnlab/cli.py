@@ -282,8 +282,8 @@ def _compare(args: argparse.Namespace) -> int:
     return _run_experiment(COMPARE, args)
 
 
-def _experiment_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per configuration")
+def _experiment_options(parser: argparse.ArgumentParser, seeds: int = 3) -> None:
+    parser.add_argument("--seeds", type=int, default=seeds, help="seeds per configuration")
     parser.add_argument("--workers", type=int, default=None, help="parallel worker processes (default: CPU cores)")
     parser.add_argument("--quick", action="store_true", help="shrink data and epochs to run in seconds (a first try; "
                         "the report says so)")
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Embedded Reber, the sign-of-the-mean task, the (l,k)-discrepancy and the "
                          "gradient through time, on built-in synthetic data (no download); writes "
                          "runs/compare/report.html.")
-    _experiment_options(cmp)
+    _experiment_options(cmp, seeds=5)
     cmp.set_defaults(run=_compare)
     return parser
 

@@ -12,7 +12,8 @@ valid positions of the per-position loss, so ``doutputs`` already carries the 1/
 The public functions check their arguments; the math is in the pure ``*_terms`` functions below
 them, written over an array namespace ``xp`` (NumPy, or ``jax.numpy`` in the compiled replica
 trainer) with position weights ``w`` instead of a mask: both trainers run the same lines. Their
-loss is ``Σ w·ℓ / Σ w`` accumulated in float64 whatever the arrays' dtype.
+loss is ``Σ w·ℓ / Σ w`` accumulated in float64 whatever the arrays' dtype, or ``Σ w·ℓ / per`` when
+a divisor ``per`` is given (S4 sums a sentence's tokens and divides by the number of sentences).
 """
 
 from __future__ import annotations
@@ -29,38 +30,38 @@ def one_hot(ids, classes: int, dtype, xp=np):
     return (ids[..., None] == xp.arange(classes)).astype(dtype)
 
 
-def _mean(weighted_sum, w, xp):
-    return weighted_sum.astype(xp.float64) / w.sum().astype(xp.float64)
+def _mean(weighted_sum, w, xp, per=None):
+    return weighted_sum.astype(xp.float64) / (w.sum() if per is None else per).astype(xp.float64)
 
 
-def _per_position_scale(w):
+def _per_position_scale(w, per=None):
     """The 1/N each position's gradient carries, (..., 1), in the weights' dtype."""
-    return (w / w.sum())[..., None]
+    return (w / (w.sum() if per is None else per.astype(w.dtype)))[..., None]
 
 
-def softmax_cross_entropy_terms(logits, targets, w, xp=np):
+def softmax_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     """Pure: logits (..., C), int targets (...), weights w (...) → (mean loss, dlogits)."""
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_p = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
     picked = xp.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
-    loss = -_mean((w * picked).sum(), w, xp)
-    dlogits = (xp.exp(log_p) - one_hot(targets, logits.shape[-1], logits.dtype, xp)) * _per_position_scale(w)
+    loss = -_mean((w * picked).sum(), w, xp, per)
+    dlogits = (xp.exp(log_p) - one_hot(targets, logits.shape[-1], logits.dtype, xp)) * _per_position_scale(w, per)
     return loss, dlogits
 
 
-def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np):
+def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     """Pure: logits, targets (..., K) in [0, 1], weights w (...) → (mean summed BCE, dlogits)."""
     # −[t log σ(l) + (1 − t) log(1 − σ(l))] = softplus(l) − t·l, written so it cannot overflow
-    per = xp.logaddexp(0.0, logits) - targets * logits
-    loss = _mean((w * per.sum(axis=-1)).sum(), w, xp)
-    return loss, (sigmoid(logits, xp) - targets) * _per_position_scale(w)
+    terms = xp.logaddexp(0.0, logits) - targets * logits
+    loss = _mean((w * terms.sum(axis=-1)).sum(), w, xp, per)
+    return loss, (sigmoid(logits, xp) - targets) * _per_position_scale(w, per)
 
 
-def squared_error_terms(outputs, targets, w, xp=np):
+def squared_error_terms(outputs, targets, w, xp=np, per=None):
     """Pure: outputs, targets (..., K), weights w (...) → (mean of ½‖y − t‖², doutputs)."""
     diff = outputs - targets
-    loss = 0.5 * _mean((w * (diff * diff).sum(axis=-1)).sum(), w, xp)
-    return loss, diff * _per_position_scale(w)
+    loss = 0.5 * _mean((w * (diff * diff).sum(axis=-1)).sum(), w, xp, per)
+    return loss, diff * _per_position_scale(w, per)
 
 
 # -- checked entry points -------------------------------------------------------------------------

@@ -91,7 +91,11 @@ class RecurrentModel:
             children["emb"] = self.embedding
         self.rnn = Stack.build(cell, input_size, hidden_size, num_layers, seed=int(seeds[1]), dtype=dtype,
                                **cell_kwargs)
-        self.readout = Linear(hidden_size, output_size, seed=int(seeds[2]), dtype=dtype)
+        # the readout follows the cells' bias and initialiser settings (a study's "no bias anywhere",
+        # "every matrix randn·√0.1"); under "uniform" it is PyTorch's nn.Linear
+        self.readout = Linear(hidden_size, output_size, bias=cell_kwargs.get("bias", True),
+                              init=cell_kwargs.get("init", "uniform"), init_scale=cell_kwargs.get("init_scale"),
+                              seed=int(seeds[2]), dtype=dtype)
         children.update({"rnn": self.rnn, "out": self.readout})
         self.params = ParamView(children)
         self.input_size, self.hidden_size, self.output_size = input_size, hidden_size, output_size
@@ -133,20 +137,25 @@ class RecurrentModel:
         _, stats, _ = self._head_loss(hs, batch)
         return stats, Stack.final_state(cache)
 
-    def _head_loss(self, hs: np.ndarray, batch):
+    def _head_loss(self, hs: np.ndarray, batch, normalization: str = "token"):
         positions = hs.shape[:2] if self.head in ("steps", "multilabel") else hs.shape[1:2]
         y = self._check_targets(positions + (self.output_size,), batch.y)
-        loss, (loss_sum, count, correct), saved = head_loss(self, self.readout.params, hs, y, batch.mask)
+        loss, (loss_sum, count, correct), saved = head_loss(self, self.readout.params, hs, y, batch.mask,
+                                                            normalization=normalization)
         return float(loss), Stats(float(loss_sum), int(count), None if correct is None else int(correct)), saved
 
     def loss_and_grads(self, batch, h0: list | None = None, back_steps: int | None = None,
-                       dh_out: list | None = None):
-        """Mean loss over the batch's positions, gradients keyed like ``params``, Stats, and the
-        final state per layer (to carry into the next chunk of a stream). ``dh_out`` (one (T, B,
-        hidden) array per layer) receives ∂L/∂h_t of every layer (gradient-flow analyses)."""
+                       dh_out: list | None = None, normalization: str = "token"):
+        """Training loss of the batch (the mean over its positions, or with ``normalization=
+        "sequence"`` the per-sequence sums averaged over sequences), gradients keyed like
+        ``params``, Stats, and the final state per layer (to carry into the next chunk of a
+        stream). ``dh_out`` (one (T, B, hidden) array per layer) receives ∂L/∂h_t of every layer
+        (gradient-flow analyses)."""
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
         x = self._inputs(batch.x)
         hs, cache = self.rnn.forward(x, h0, batch.mask)
-        loss, stats, saved = self._head_loss(hs, batch)
+        loss, stats, saved = self._head_loss(hs, batch, normalization)
         out_grads, dhs = head_loss_backward(self, self.readout.params, hs.shape, batch.mask, saved)
         grads = {f"out.{k}": g for k, g in out_grads.items()}
         rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out)
@@ -199,34 +208,44 @@ def _mask(shape: tuple, mask, dtype, xp):
     return xp.ones(shape, dtype) if mask is None else xp.asarray(mask).astype(dtype)
 
 
-def output_loss(model: RecurrentModel, outputs, y, w, xp=np):
-    """The model's loss over positions weighted by w → (mean loss, doutputs, correct or None);
-    ``correct`` counts argmax hits where outputs are classes."""
+def output_loss(model: RecurrentModel, outputs, y, w, xp=np, per=None):
+    """The model's loss over positions weighted by w (divided by Σw, or by ``per``) → (loss,
+    doutputs, correct or None); ``correct`` counts argmax hits where outputs are classes."""
     if model.loss_name == "binary_cross_entropy":
-        return (*sigmoid_binary_cross_entropy_terms(outputs, y, w, xp), None)
+        return (*sigmoid_binary_cross_entropy_terms(outputs, y, w, xp, per), None)
     classes = xp.issubdtype(y.dtype, xp.integer)
     if model.loss_name == "squared_error":
         targets = one_hot(y, outputs.shape[-1], outputs.dtype, xp) if classes else y
-        loss, doutputs = squared_error_terms(outputs, targets, w, xp)
+        loss, doutputs = squared_error_terms(outputs, targets, w, xp, per)
     else:
-        loss, doutputs = softmax_cross_entropy_terms(outputs, y, w, xp)
+        loss, doutputs = softmax_cross_entropy_terms(outputs, y, w, xp, per)
     correct = ((outputs.argmax(axis=-1) == y) * w).sum() if classes else None
     return loss, doutputs, correct
 
 
-def head_loss(model: RecurrentModel, readout: dict, hs, y, mask, weight=None, xp=np):
-    """Head, readout and loss of one batch: hs (T, B, H) → (mean loss, (loss sum, count, correct),
-    what ``head_loss_backward`` needs). Positions are weighted by the mask (per-step heads) or by
-    ``weight`` (B,) (per-sequence heads; the replica trainer's padding sequences weigh 0)."""
+NORMALIZATIONS = ("token", "sequence")
+
+
+def head_loss(model: RecurrentModel, readout: dict, hs, y, mask, weight=None, xp=np, normalization: str = "token"):
+    """Head, readout and loss of one batch: hs (T, B, H) → (training loss, (loss sum, count,
+    correct), what ``head_loss_backward`` needs). Positions are weighted by the mask (per-step
+    heads) or by ``weight`` (B,) (per-sequence heads; the replica trainer's padding sequences weigh
+    0). The training loss is the mean over positions (``normalization="token"``), or the sum over
+    each sequence's positions averaged over the sequences (``"sequence"``, S4's); the sums are the
+    same either way and make the reported per-position metrics."""
     features = head_features(model.head, hs, mask, xp)
     outputs = linear(readout, features)
     if model.head in ("steps", "multilabel"):
         w = _mask(outputs.shape[:-1], mask, outputs.dtype, xp)
+        sequences = (w.sum(axis=0) > 0).sum()
     else:
         w = xp.ones(outputs.shape[:-1], outputs.dtype) if weight is None else weight
-    loss, doutputs, correct = output_loss(model, outputs, y, w, xp)
+        sequences = None
+    per = sequences if normalization == "sequence" and sequences is not None else None
+    loss, doutputs, correct = output_loss(model, outputs, y, w, xp, per)
     count = w.sum()
-    return loss, (loss * count, count, correct), (features, doutputs)
+    loss_sum = loss * (count if per is None else per)
+    return loss, (loss_sum, count, correct), (features, doutputs)
 
 
 def head_loss_backward(model: RecurrentModel, readout: dict, hs_shape: tuple, mask, saved, xp=np):

@@ -70,16 +70,16 @@ def _stack_forward(model: RecurrentModel, layers: list, inputs, mask):
     return h, saved
 
 
-def _loss_and_grads(model: RecurrentModel, back_steps, params, x, y, mask, weight):
+def _loss_and_grads(model: RecurrentModel, config: TrainConfig, params, x, y, mask, weight):
     """RecurrentModel.loss_and_grads for one replica: the model's own pure pieces under jax.numpy."""
     layers, readout = _split(model, params)
     hs, saved = _stack_forward(model, layers, model_inputs(model, params, x, jnp), mask)
-    loss, stats, head_saved = head_loss(model, readout, hs, y, mask, weight, jnp)
+    loss, stats, head_saved = head_loss(model, readout, hs, y, mask, weight, jnp, config.loss_normalization)
     readout_grads, d = head_loss_backward(model, readout, hs.shape, mask, head_saved, jnp)
     grads = {f"out.{name}": g for name, g in readout_grads.items()}
     for i in range(len(layers) - 1, -1, -1):
         h_in, state0, states, steps = saved[i]
-        layer_grads, d, _, _ = backward_scan(model.rnn.layers[i], True, back_steps, layers[i], h_in,
+        layer_grads, d, _, _ = backward_scan(model.rnn.layers[i], True, config.back_steps, layers[i], h_in,
                                              mask[..., None], state0, states, steps, d)
         grads.update({f"rnn.{i}.{name}": g for name, g in layer_grads.items()})
     grads.update(model_inputs_backward(model, params, x, d, jnp))
@@ -102,7 +102,7 @@ def _train_step(model: RecurrentModel, config: TrainConfig, rule, params, slots,
     """One replica's step: gradients, clipping, the optimizer's rule. A replica that is not active
     (stopped early or diverged) keeps its parameters; one whose step is not finite keeps them and
     stops being active."""
-    loss, grads, stats = _loss_and_grads(model, config.back_steps, params, x, y, mask, weight)
+    loss, grads, stats = _loss_and_grads(model, config, params, x, y, mask, weight)
     grads = clip_gradients(grads, config.clip_value, config.clip, jnp)
     new_params, new_slots = rule.apply(params, grads, slots, t + 1, lr, jnp)
     finite = jnp.isfinite(loss)
@@ -131,7 +131,7 @@ def _programs(model: RecurrentModel, config: TrainConfig, rule):
     hyper = tuple(sorted((k, v) for k, v in vars(rule).items() if k not in ("params", "state", "lr", "steps")))
     key = (layers, model.head, model.loss_name, model.one_hot, model.embedding is not None, model.input_size,
            str(model.dtype), tuple(model.readout.params), config.back_steps, config.clip, config.clip_value,
-           config.weight_decay, type(rule), hyper)
+           config.weight_decay, config.loss_normalization, type(rule), hyper)
     if key not in _PROGRAMS:
         _PROGRAMS[key] = (jax.jit(jax.vmap(partial(_train_step, model, config, rule))),
                           jax.jit(jax.vmap(partial(_evaluate_batch, model))))

@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rnnlab.experiments.verdicts import COUNT_METRICS
+
 METRIC_NAMES = {
     "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
     "test_loss": "test loss", "train_loss": "train loss", "dev_loss": "dev loss",
@@ -31,7 +33,35 @@ def _fmt(value: float | None) -> str:
 def _cell(row: dict, metric: str) -> str:
     if f"{metric}_mean" not in row:
         return "–"
-    return f"{_fmt(row[f'{metric}_mean'])} ± {_fmt(row[f'{metric}_std'])}"
+    mean, std, n = row[f"{metric}_mean"], row[f"{metric}_std"], row.get(f"{metric}_n", row["seeds"])
+    if metric in COUNT_METRICS:   # trials that succeeded: a count, not a mean of 0/1
+        return f"{round(mean * n)} of {n}"
+    if metric.startswith("seconds"):
+        return f"{mean:.2g} ± {std:.1g}" if n > 1 else f"{mean:.2g}"
+    return f"{_fmt(mean)} ± {_fmt(std)}" if n > 1 else _fmt(mean)
+
+
+def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for the claims and for the published numbers, verdict first."""
+    out = []
+    for kind, title, header in (
+            ("claim", "Claims, tested over seeds",
+             ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p"]),
+            ("published", "Published numbers against ours",
+             ["verdict", "published", "ours", "ours − published [95% CI]", "test", "p", "measured reason"])):
+        rows = []
+        for v in results.get("verdicts", []):
+            if v["kind"] != kind:
+                continue
+            diff = "–" if v["difference"] is None else _fmt(v["difference"])
+            if v["low"] is not None:
+                diff += f" [{_fmt(v['low'])}, {_fmt(v['high'])}]"
+            p = "–" if v["p_value"] is None else f"{v['p_value']:.2g}"
+            row = [v["verdict"], v["claim"], v["evidence"], diff, v["test"], p]
+            rows.append(row + [v.get("reason", "")] if kind == "published" else row)
+        if rows:
+            out.append((title, header, rows))
+    return out
 
 
 def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -39,20 +69,6 @@ def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     header = ["configuration", "parameters", "seeds"] + [METRIC_NAMES.get(m, m) for m in metrics]
     rows = [[row["key"], str(row["num_params"]), str(row["seeds"])] + [_cell(row, m) for m in metrics]
             for row in results["summary"]]
-    return header, rows
-
-
-def published_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    summary = {row["key"]: row for row in results["summary"]}
-    header = ["configuration", "metric", "ours (mean ± std)", "published", "ours − published"]
-    rows = []
-    for p in results["published"]:
-        row = summary.get(p["key"], {})
-        ours = row.get(f"{p['metric']}_mean")
-        published = p["value"]
-        diff = _fmt(ours - published) if isinstance(published, (int, float)) and ours is not None else "–"
-        shown = _fmt(published) if isinstance(published, (int, float)) else str(published)
-        rows.append([p["key"], METRIC_NAMES.get(p["metric"], p["metric"]), _cell(row, p["metric"]), shown, diff])
     return header, rows
 
 
@@ -84,10 +100,13 @@ def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     if results["quick"]:
         parts += ["> **Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers check that "
                   "the pipeline works; they are not the study's results.", ""]
-    parts += [_seeds_sentence(results), "", "## Results", "",
-              _md_table(*results_table(results)), ""]
-    if results["published"]:
-        parts += ["## Next to the published numbers", "", _md_table(*published_table(results)), ""]
+    parts += [_seeds_sentence(results), ""]
+    verdicts = verdict_tables(results)
+    if verdicts:
+        parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
+        for title, header, rows in verdicts:
+            parts += [f"### {title}", "", _md_table(header, rows), ""]
+    parts += ["## Results", "", _md_table(*results_table(results)), ""]
     if results["notes"]:
         parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
     if results["figures"]:
@@ -100,6 +119,10 @@ def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     return path
 
 
+VERDICT_LEGEND = ("reproduced: the claimed difference is significant in the claimed direction (p < 0.05), or the "
+                  "published number lies inside our 95% confidence interval; not reproduced: significant the other "
+                  "way, or outside the interval; not significant with N seeds: the test cannot tell.")
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
 color:#222;line-height:1.45}
@@ -109,6 +132,7 @@ text-align:right}th{background:#f3f5f8}td:first-child,th:first-child{text-align:
 .quick{background:#fff4d6;border:1px solid #e8c35a;padding:.6em 1em;border-radius:6px}
 figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
 .about{color:#444}code{background:#f3f3f3;padding:0 .2em}
+table.verdicts td:first-child{font-weight:600;white-space:nowrap}
 """
 
 
@@ -127,9 +151,13 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
         parts.append("<p class='quick'><b>Quick mode</b>: data and epochs were shrunk so this ran in seconds. "
                      "These numbers check the pipeline; they are not the study's results.</p>")
     parts.append(f"<p>{html.escape(_seeds_sentence(results))}</p>")
+    verdicts = verdict_tables(results)
+    if verdicts:
+        parts += ["<section id='verdicts'><h2>Verdicts</h2>", f"<p>{e(VERDICT_LEGEND)}</p>"]
+        for title, header, rows in verdicts:
+            parts += [f"<h3>{e(title)}</h3>", _html_table(header, rows, "verdicts")]
+        parts.append("</section>")
     parts += ["<h2>Results</h2>", _html_table(*results_table(results), "results")]
-    if results["published"]:
-        parts += ["<h2>Next to the published numbers</h2>", _html_table(*published_table(results), "published")]
     if results["notes"]:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{e(n)}</li>" for n in results["notes"]] + ["</ul>"]
     if results["figures"]:
@@ -150,10 +178,11 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
 
 
 def summary_text(results: dict[str, Any]) -> str:
-    """What a terminal shows after a run: title, seeds, the results and published tables, notes."""
-    parts = [f"# {results['title']}", "", _seeds_sentence(results), "", _md_table(*results_table(results)), ""]
-    if results["published"]:
-        parts += ["Next to the published numbers:", "", _md_table(*published_table(results)), ""]
+    """What a terminal shows after a run: title, seeds, the verdicts, the results table, notes."""
+    parts = [f"# {results['title']}", "", _seeds_sentence(results), ""]
+    for title, header, rows in verdict_tables(results):
+        parts += [f"{title}:", "", _md_table(header, rows), ""]
+    parts += [_md_table(*results_table(results)), ""]
     parts += [f"- {n}" for n in results["notes"]]
     return "\n".join(parts)
 

@@ -61,6 +61,7 @@ class TrainConfig:
     weight_noise: float = 0.0            # σ of Gaussian noise added to weights for each gradient (S3)
     early_stopping: int | None = None    # stop after this many epochs without a dev improvement
     min_delta: float = 1e-4              # what counts as an improvement
+    loss_normalization: str = "token"    # token: mean over positions; sequence: per-sequence sums averaged (S4)
     seed: int = 0
     progress: bool = True
 
@@ -309,7 +310,7 @@ def fit(
                 for p in model.params.values():
                     p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
             loss, grads, batch_stats, state = model.loss_and_grads(
-                batch, state if batch.carry else None, config.back_steps)
+                batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
             if clean is not None:
                 for k, p in model.params.items():
                     p[...] = clean[k]

@@ -31,6 +31,13 @@ CELLS = {
 }
 ALIASES = {"rnn": "rnn-sigmoid", "gru": "gru-cho"}  # the variants S2 uses
 INITS = ("normal", "xavier", "uniform")
+EPS = float(np.finfo(np.float64).eps)
+
+
+def precision_floor(k: int) -> float:
+    """The smallest D(l, k) that float64 can tell from zero: states of k units in (−1, 1) each carry
+    rounding of a few ulps, so ‖h_u − h_v‖ below ~16·eps·√k is rounding noise, not memory."""
+    return 16 * EPS * float(np.sqrt(k))
 
 
 def draw_weights(rng: np.random.Generator, draws: int, fan_in: int, width: int, init: str) -> np.ndarray:
@@ -67,14 +74,18 @@ def discrepancy_curve(cell: str, k: int, init: str = "normal", max_l: int = 50, 
 
 def discrepancy(cells=("rnn", "gru"), inits=INITS, ks=range(1, 21), max_l: int = 50, draws: int = 2000,
                 seed: int = 0) -> list[dict]:
-    """Records ``{cell, init, l, k, D, se}`` over the grid (the columns of discrepancy.csv)."""
+    """Records ``{cell, init, l, k, D, se, below_precision}`` over the grid (the columns of
+    discrepancy.csv); ``below_precision`` marks values at float64 rounding level (``precision_floor``),
+    which are zero as far as the arithmetic can tell. Each (cell, draw, k) has its own stream of
+    random draws, spawned from ``seed``, so no two grid points share draws however large the grid."""
     records = []
     for ci, cell in enumerate(cells):
         for ii, init in enumerate(inits):
             for k in ks:
-                D, se = discrepancy_curve(cell, k, init, max_l, draws, seed + 1000 * ci + 100 * ii + k)
-                records += [{"cell": cell, "init": init, "l": l + 1, "k": k, "D": float(D[l]), "se": float(se[l])}
-                            for l in range(max_l)]
+                stream = int(np.random.SeedSequence([seed, ci, ii, k]).generate_state(1)[0])
+                D, se = discrepancy_curve(cell, k, init, max_l, draws, stream)
+                records += [{"cell": cell, "init": init, "l": l + 1, "k": k, "D": float(D[l]), "se": float(se[l]),
+                             "below_precision": bool(D[l] < precision_floor(k))} for l in range(max_l)]
     return records
 
 

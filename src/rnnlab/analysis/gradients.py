@@ -30,10 +30,14 @@ def gradient_flow(model: RecurrentModel, batch: Batch) -> dict[str, np.ndarray]:
 
 
 def bptt_depth(model: RecurrentModel, batch: Batch, max_steps: int = 20) -> dict[str, np.ndarray]:
-    """For k = 1..max_steps: ``norm[k-1]`` = ‖∂L/∂W_h‖ (all layers) with back_steps = k;
+    """For k = 1..K: ``norm[k-1]`` = ‖∂L/∂W_h‖ (all layers) with back_steps = k;
     ``increment[k-1]`` = ‖g_k − g_{k−1}‖ (g_0: back_steps = 0), what the k-th step back adds;
-    ``full`` = the norm with full BPTT."""
+    ``full`` = the norm with full BPTT. K = max_steps, but at most the longest sequence's length − 2:
+    the first step's recurrent input is the zero initial state, so beyond that no step is left to
+    add anything to ∂L/∂W_h (the increment would be 0 to rounding, drawn as 1e-28)."""
     names = [n for n in model.params if n.startswith("rnn.") and n.endswith("W_h")]
+    longest = batch.x.shape[0] if batch.mask is None else int(np.asarray(batch.mask).sum(axis=0).max())
+    max_steps = max(1, min(max_steps, longest - 2))
 
     def grads(k):
         return {n: g for n, g in model.loss_and_grads(batch, back_steps=k)[1].items() if n in names}

@@ -76,8 +76,8 @@ def plot_discrepancy_lines(records: list[dict], cell: str, init: str, path, ks=(
     """D(l, k) against l, one line per k, for one cell and draw distribution."""
     fig, ax = plt.subplots(figsize=(6.4, 4))
     for k in ks:
-        rows = sorted((r for r in records if r["cell"] == cell and r["init"] == init and r["k"] == k),
-                      key=lambda r: r["l"])
+        rows = sorted((r for r in records if r["cell"] == cell and r["init"] == init and r["k"] == k
+                       and not r.get("below_precision")), key=lambda r: r["l"])
         if rows:
             ax.plot([r["l"] for r in rows], [r["D"] for r in rows], label=f"k = {k}")
     ax.set(xlabel="word length l", ylabel="D(l, k)", title=f"(l,k)-discrepancy: {cell}, {init} draws")
@@ -87,18 +87,23 @@ def plot_discrepancy_lines(records: list[dict], cell: str, init: str, path, ks=(
 
 
 def plot_discrepancy_heatmaps(records: list[dict], init: str, path) -> Path:
-    """log10 D(l, k) as heatmaps, one panel per cell, for one draw distribution."""
+    """log10 D(l, k) as heatmaps, one panel per cell, for one draw distribution; values below float64
+    precision (``below_precision``) are grey, not drawn as data."""
     cells = list(dict.fromkeys(r["cell"] for r in records))
     fig, axes = plt.subplots(1, len(cells), figsize=(5.2 * len(cells), 4), squeeze=False)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#bbbbbb")
     for ax, cell in zip(axes[0], cells):
         rows = [r for r in records if r["cell"] == cell and r["init"] == init]
         ls, ks = sorted({r["l"] for r in rows}), sorted({r["k"] for r in rows})
         grid = np.full((len(ks), len(ls)), np.nan)
         for r in rows:
-            grid[ks.index(r["k"]), ls.index(r["l"])] = np.log10(max(r["D"], 1e-12))
-        im = ax.imshow(grid, aspect="auto", origin="lower", extent=(ls[0] - 0.5, ls[-1] + 0.5, ks[0] - 0.5,
-                                                                      ks[-1] + 0.5), cmap="viridis", vmin=-6, vmax=1)
+            if not r.get("below_precision") and r["D"] > 0:
+                grid[ks.index(r["k"]), ls.index(r["l"])] = np.log10(r["D"])
+        im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", origin="lower", cmap=cmap, vmin=-14, vmax=1,
+                       extent=(ls[0] - 0.5, ls[-1] + 0.5, ks[0] - 0.5, ks[-1] + 0.5))
         ax.set(xlabel="word length l", ylabel="hidden units k", title=f"log10 D(l, k): {cell} ({init})")
+        if np.isnan(grid).any():
+            ax.text(0.02, 0.02, "grey: below float64 precision", transform=ax.transAxes, fontsize=8)
         fig.colorbar(im, ax=ax)
     return save_figure(fig, path)
 
@@ -138,12 +143,18 @@ def plot_jacobian_spectrum(spectra: dict[str, np.ndarray], path) -> Path:
     return save_figure(fig, path)
 
 
-def plot_learning_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path, xlabel: str, ylabel: str,
-                         title: str) -> Path:
-    """curves: name → (x, y); e.g. test NLL against epochs or against seconds."""
+def plot_learning_curves(curves: dict[str, tuple], path, xlabel: str, ylabel: str, title: str,
+                         logx: bool = False) -> Path:
+    """curves: name → (x, y) or (x, y, y_low, y_high): e.g. a dev metric against epochs or seconds,
+    the mean over seeds with a band (mean ± std) around it."""
     fig, ax = plt.subplots(figsize=(6.4, 4))
-    for name, (x, y) in curves.items():
-        ax.plot(x, y, label=name, color=_color(name), lw=2)
+    for name, curve in curves.items():
+        x, y = np.asarray(curve[0], float), np.asarray(curve[1], float)
+        ax.plot(x, y, label=name, color=_color(name), lw=2, marker="o" if len(x) < 12 else None)
+        if len(curve) == 4:
+            ax.fill_between(x, curve[2], curve[3], color=_color(name), alpha=0.2, lw=0)
+    if logx:
+        ax.set_xscale("log")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend()

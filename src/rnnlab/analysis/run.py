@@ -46,8 +46,7 @@ def write_gradient_flow(models: dict[str, RecurrentModel], batch: Batch, out: Pa
     """Per-step ‖∂L/∂h_t‖ (top layer) and the BPTT-depth curve of every model, on the same batch."""
     out = Path(out)
     flows = {name: gradient_flow(m, batch) for name, m in models.items()}
-    depth_steps = min(max_steps, batch.x.shape[0])
-    depths = {name: bptt_depth(m, batch, depth_steps) for name, m in models.items()}
+    depths = {name: bptt_depth(m, batch, max_steps) for name, m in models.items()}
     rows = [{"model": name, "layer": layer, "t": t + 1, "norm": float(v)}
             for name, f in flows.items() for layer, series in enumerate(f["norms"]) for t, v in enumerate(series)]
     depth_rows = [{"model": name, "back_steps": int(k), "norm": float(n), "increment": float(i), "full": d["full"]}

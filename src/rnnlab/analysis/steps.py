@@ -69,15 +69,6 @@ def first_batch(data, examples: int):
     return data.batch(np.arange(min(examples, len(data))))
 
 
-def mean_curve(curves: list[list[float]]) -> np.ndarray:
-    """Mean over seeds at each epoch; runs that stopped early count until their last epoch."""
-    width = max(len(c) for c in curves)
-    padded = np.full((len(curves), width), np.nan)
-    for i, c in enumerate(curves):
-        padded[i, :len(c)] = c
-    return np.nanmean(padded, axis=0)
-
-
 # -- the steps ------------------------------------------------------------------------------------
 
 
@@ -201,20 +192,35 @@ class Discrepancy:
         out = out_dir(ctx)
         max_k, max_l, draws = (5, 10, 100) if ctx.quick else (self.max_k, self.max_l, self.draws)
         records = write_discrepancy(out, self.cells, ("normal",), max_k, max_l, draws)["records"]
-        table = {(r["cell"], r["l"], r["k"]): r["D"] for r in records}
+        table = {(r["cell"], r["l"], r["k"]): r for r in records}
         l, k = min(self.at[0], max_l), min(self.at[1], max_k)
-        shown = ", ".join(f"{CELL_NAMES.get(c, c)} {table[(c, l, k)]:.2e}" for c in self.cells)
+        shown = ", ".join(f"{CELL_NAMES.get(c, c)} " + ("below float64 precision" if table[(c, l, k)]["below_precision"]
+                                                        else f"{table[(c, l, k)]['D']:.2e}") for c in self.cells)
         return Findings(
             [Figure("(l,k)-discrepancy of untrained networks (S2)", out / "discrepancy_heatmap_normal.png",
                     "log10 D(l,k): distance between the states after u = 0^l and v = 1 0^(l−1), mean over N(0,1) "
-                    "draws, no biases: how much of the first symbol survives l steps.")],
+                    "draws, no biases: how much of the first symbol survives l steps. What to see: the vanilla "
+                    "network's colour fades to grey (below float64 precision: the first symbol is gone) within a "
+                    "few steps, the gated cells stay coloured.")],
             [f"D({l},{k}) with N(0,1) draws: {shown}."])
+
+
+def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and mean ± std over seeds at each point; runs that stopped early count until their end."""
+    width = max(len(c) for c in curves)
+    padded = np.full((len(curves), width), np.nan)
+    for i, c in enumerate(curves):
+        padded[i, :len(c)] = c
+    mean = np.nanmean(padded, axis=0)
+    std = np.nan_to_num(np.nanstd(padded, axis=0, ddof=1)) if len(curves) > 1 else np.zeros(width)
+    return mean, mean - std, mean + std
 
 
 @dataclass(frozen=True)
 class LearningCurves:
-    """A metric of every configuration against epochs (or cumulative seconds), mean over seeds; one
-    figure in all, or one per group (``per_group``)."""
+    """A metric of every configuration against epochs (or cumulative seconds): the mean over seeds
+    with a band of ± one standard deviation; one figure in all, or one per group (``per_group``);
+    ``groups`` keeps only those groups."""
 
     metric: str
     ylabel: str
@@ -222,29 +228,78 @@ class LearningCurves:
     per_group: bool = False
     name: str = ""              # file name (and title) of the single figure
     caption: str = ""
+    groups: tuple[str, ...] = ()
 
     def __call__(self, ctx: Any) -> Findings:
         out = out_dir(ctx)
-        groups = sorted({s.group for s in ctx.specs}) if self.per_group else [None]
+        specs = [s for s in ctx.specs if not self.groups or s.group in self.groups]
+        groups = sorted({s.group for s in specs}) if self.per_group else [None]
         figures = []
         for group in groups:
             curves = {}
-            for spec in ctx.specs:
+            for spec in specs:
                 if group is not None and spec.group != group:
                     continue
                 runs = [r for r in ctx.runs if r["key"] == spec.key]
-                values = mean_curve([[h[self.metric] for h in r["history"]] for r in runs])
-                x = (mean_curve([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])
-                     if self.against == "seconds" else np.arange(1, len(values) + 1))
-                curves[spec.label if group is not None else f"{spec.label} ({spec.group})"] = (x, values)
+                mean, low, high = seed_band([[h[self.metric] for h in r["history"]] for r in runs])
+                x = (seed_band([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])[0]
+                     if self.against == "seconds" else np.arange(1, len(mean) + 1))
+                curves[spec.label if group is not None or self.groups else f"{spec.label} ({spec.group})"] = (
+                    x, mean, low, high)
             axis = "wall-clock time" if self.against == "seconds" else "epochs"
+            xlabel = "seconds of training" if self.against == "seconds" else "epoch"
             title = group if group is not None else self.name
-            path = out / (f"{group}_{'seconds' if self.against == 'seconds' else 'epochs'}.png" if group is not None
-                          else f"{self.name.lower().replace(' ', '_')}.png")
-            plots.plot_learning_curves(curves, path, self.against, self.ylabel, title)
-            figures.append(Figure(f"{group}: learning curves against {axis}" if group is not None else self.name,
-                                  path, self.caption or f"{self.ylabel} against {axis}, mean over seeds."))
+            stem = f"{group}_{self.metric}" if group is not None else self.name.lower().replace(" ", "_")
+            path = out / f"{stem}_{'seconds' if self.against == 'seconds' else 'epochs'}.png"
+            plots.plot_learning_curves(curves, path, xlabel, self.ylabel, title)
+            figures.append(Figure(f"{title}: {self.ylabel} against {axis}", path, self.caption or
+                                  f"{self.ylabel} against {axis}: the mean over seeds, the band ± one standard "
+                                  "deviation across seeds."))
         return Findings(figures, [])
+
+
+@dataclass(frozen=True)
+class RobustnessMap:
+    """A claim checked across a setting, not at one point: for each cell, ``metric`` (mean, band ±
+    std over seeds) and the trials that fully succeed (``count_metric``) against ``setting`` (e.g.
+    the learning rate), over every configuration of ``task``."""
+
+    task: str
+    metric: str
+    count_metric: str
+    setting: str = "lr"
+    title: str = ""
+
+    def __call__(self, ctx: Any) -> Findings:
+        runs = [r for r in ctx.runs if r["settings"]["task"] == self.task]
+        cells = list(dict.fromkeys(r["settings"]["cell"] for r in runs))
+        xs = sorted({r["settings"][self.setting] for r in runs})
+        curves, counts, notes = {}, {}, []
+        for cell in cells:
+            by_x = [[r[self.metric] for r in runs if r["settings"]["cell"] == cell and r["settings"][self.setting] == x]
+                    for x in xs]
+            mean = np.array([np.mean(v) for v in by_x])
+            std = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in by_x])
+            name = next(r["label"] for r in runs if r["settings"]["cell"] == cell).split("-lr")[0]
+            curves[name] = (xs, mean, mean - std, mean + std)
+            solved = [[r[self.count_metric] for r in runs if r["settings"]["cell"] == cell
+                       and r["settings"][self.setting] == x] for x in xs]
+            counts[name] = (xs, [np.mean(v) for v in solved])
+            notes.append(f"{name}: trials solving every test string per {self.setting} " + ", ".join(
+                f"{x:g}: {int(sum(v))} of {len(v)}" for x, v in zip(xs, solved)) + ".")
+        out = out_dir(ctx)
+        path = plots.plot_learning_curves(curves, out / f"robustness_{self.metric}.png", self.setting,
+                                          self.metric.replace("_", " "), self.title, logx=True)
+        count_path = plots.plot_learning_curves(counts, out / f"robustness_{self.count_metric}.png", self.setting,
+                                                "share of trials solving every string", self.title, logx=True)
+        return Findings([
+            Figure(f"Robustness: {self.metric.replace('_', ' ')} against {self.setting}", path,
+                   f"Each cell at {len(xs)} values of {self.setting} (log axis), mean over seeds with ± one standard "
+                   "deviation. What to see: where a cell's curve drops, it no longer learns the grammar at that "
+                   "setting; a claim that holds at one setting only shows up here."),
+            Figure(f"Robustness: trials that solve every test string against {self.setting}", count_path,
+                   "H&S's success criterion per trial: the share of seeds that solve all test strings."),
+        ], notes)
 
 
 @dataclass(frozen=True)

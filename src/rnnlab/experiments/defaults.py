@@ -22,11 +22,14 @@ STUDY_DEFAULTS: dict[str, dict[str, Any]] = {
               "optimizer": "adam", "lr": 0.01, "batch_size": 16, "epochs": 100},
     "embedded-reber": {"cell": "rnn", "activation": "sigmoid", "hidden": 18, "init": "normal", "init_scale": 1.0,
                        "optimizer": "adam", "lr": 0.01, "batch_size": 16, "epochs": 100},
-    # S4: no biases, randn·sqrt(0.1) weights, SGD
+    # S4 (the course's train()): no bias anywhere, every matrix randn·√0.1, SGD on each sentence's summed
+    # loss averaged over batches of 100 sentences, lr0 · 5 / (5 + epoch)
     "nlu-lm": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
-               "init_scale": 0.316, "optimizer": "sgd", "lr": 0.5, "batch_size": 5, "epochs": 10, "back_steps": 0},
+               "init_scale": 0.1 ** 0.5, "optimizer": "sgd", "lr": 0.5, "batch_size": 100, "schedule": "anneal",
+               "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10, "back_steps": 0},
     "nlu-agreement": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
-                      "init_scale": 0.316, "optimizer": "sgd", "lr": 0.5, "batch_size": 100, "epochs": 10},
+                      "init_scale": 0.1 ** 0.5, "optimizer": "sgd", "lr": 0.5, "batch_size": 100,
+                      "schedule": "anneal", "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10},
     # Zaremba et al. 2014 small: 2×200 LSTM, SGD lr 1, clip 5, batch 20, ×0.5 per epoch after epoch 4. Their
     # loss is summed over the 20 unrolled steps (averaged over the batch); ours is the mean per token, 20×
     # smaller, so the same updates need lr 20 and a clip threshold of 5/20.

@@ -26,6 +26,7 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
+from rnnlab.experiments.verdicts import Claim, verdict_table
 from rnnlab.train import CHECKPOINT
 
 
@@ -75,8 +76,9 @@ class Context:
 @dataclass(kw_only=True)
 class Experiment:
     """A study as data: its configurations (``specs(quick)``), the metrics its tables show, the
-    published numbers keyed by (spec key, metric), the named analysis steps it runs after training
-    (``rnnlab.analysis.steps``) and fixed notes."""
+    published numbers keyed by (spec key, metric) (a number, a (low, high) range or text), the
+    claims it makes (``verdicts.Claim``), the measured reasons where our numbers differ, the named
+    analysis steps it runs after training (``rnnlab.analysis.steps``) and fixed notes."""
 
     name: str
     title: str
@@ -85,6 +87,8 @@ class Experiment:
     specs: Callable[[bool], list[RunSpec]]
     metric_names: list[str]
     published: dict[tuple[str, str], Any] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)
     analyses: list[Callable[[Context], Findings]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -191,6 +195,7 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
             values = [r[metric] for r in mine if r.get(metric) is not None and math.isfinite(r[metric])]
             if values:
                 row[f"{metric}_mean"], row[f"{metric}_std"] = _mean_std(values)
+                row[f"{metric}_n"] = len(values)
         rows.append(row)
     return rows
 
@@ -247,6 +252,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
                             "settings": s.settings, "task_options": s.task_options} for s in specs],
         "summary": aggregate_seeds(specs, runs, exp.metric_names),
         "published": [{"key": k, "metric": m, "value": v} for (k, m), v in exp.published.items()],
+        "verdicts": verdict_table(exp.claims, exp.published, exp.reasons, runs),
         "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
         "histories": {f"{r['key']}-s{r['seed']}": r["history"] for r in runs},
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}

@@ -82,6 +82,9 @@ def settings_table() -> list[Setting]:
         Setting("decay_start", 4, int, "exponential schedule: first epoch that decays"),
         Setting("anneal", 0.0, float, "anneal schedule: lr0 * a / (a + epoch)"),
         Setting("weight_noise", 0.0, float, "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("loss_normalization", "token", str, "what the training loss is divided by: token (the mean over "
+                "predicted positions) or sequence (each sequence's summed loss, averaged over the batch: S4)",
+                ("token", "sequence")),
         Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),

@@ -1,0 +1,89 @@
+"""The verdict machinery against constructed cases whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rnnlab.experiments.verdicts import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Claim,
+    compare_samples,
+    judge_claim,
+    judge_published,
+    verdict_table,
+)
+
+
+def _runs(**values) -> list[dict]:
+    return [{"key": key, "seed": s, "m": v, "test_all_solved": v} for key, vs in values.items()
+            for s, v in enumerate(vs)]
+
+
+CLAIM = Claim("a beats b", better="a", worse="b", metric="m")
+
+
+def test_a_known_difference_is_reproduced():
+    rng = np.random.default_rng(0)
+    runs = _runs(a=1.0 + 0.1 * rng.normal(size=5), b=0.1 * rng.normal(size=5))
+    v = judge_claim(CLAIM, runs)
+    assert v.verdict == REPRODUCED and v.p_value < 0.001 and v.low < v.difference < v.high and v.low > 0
+    assert v.test == "Welch's t-test"
+
+
+def test_equal_configurations_are_not_significant():
+    v = judge_claim(CLAIM, _runs(a=[1, 2, 3, 4, 5], b=[5, 4, 3, 2, 1]))
+    assert v.verdict == "not significant with 5 seeds" and v.p_value == pytest.approx(1.0) and v.low < 0 < v.high
+
+
+def test_a_reversed_difference_is_not_reproduced():
+    v = judge_claim(CLAIM, _runs(a=[0.1, 0.2, 0.15, 0.12], b=[0.9, 0.95, 0.85, 0.92]))
+    assert v.verdict == NOT_REPRODUCED and v.difference < 0 and v.high < 0
+    lower = Claim("a is lower", better="a", worse="b", metric="m", higher_is_better=False)
+    assert judge_claim(lower, _runs(a=[0.1, 0.2, 0.15, 0.12], b=[0.9, 0.95, 0.85, 0.92])).verdict == REPRODUCED
+
+
+def test_one_seed_cannot_be_tested():
+    assert judge_claim(CLAIM, _runs(a=[3.0], b=[1.0])).verdict == "not significant with 1 seed"
+
+
+def test_counts_of_successful_trials_use_fishers_exact_test():
+    claim = Claim("a solves more often", better="a", worse="b", metric="test_all_solved")
+    v = judge_claim(claim, _runs(a=[1, 1, 1, 1, 1], b=[0, 0, 0, 0, 0]))
+    assert v.verdict == REPRODUCED and v.p_value == pytest.approx(2 / 252) and "Fisher" in v.test
+    assert "5 of 5" in v.evidence and "0 of 5" in v.evidence
+    assert judge_claim(claim, _runs(a=[1, 0, 0], b=[0, 0, 0])).verdict == "not significant with 3 seeds"
+
+
+def test_published_numbers_inside_and_outside_our_interval():
+    runs = _runs(a=[0.93, 0.94, 0.92, 0.935, 0.925])
+    assert judge_published("a", "m", 0.93, runs).verdict == REPRODUCED
+    far = judge_published("a", "m", 0.80, runs, reason="trained longer")
+    assert far.verdict == NOT_REPRODUCED and far.reason == "trained longer" and far.low > 0
+    assert judge_published("a", "m", (0.90, 0.931), runs).verdict == REPRODUCED      # a range that overlaps
+    assert judge_published("a", "m", "a sentence", runs).verdict == "shown only"
+    solved = _runs(a=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0])
+    assert judge_published("a", "test_all_solved", (0.97, 1.0), solved).verdict == REPRODUCED
+    assert judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[0, 0, 0, 0, 1])).verdict == NOT_REPRODUCED
+
+
+def test_the_table_has_a_row_per_claim_and_per_published_number():
+    runs = _runs(a=[1, 2, 3], b=[1, 2, 3])
+    rows = verdict_table([CLAIM], {("a", "m"): 2.0, ("b", "m"): "text"}, {}, runs)
+    assert [r["kind"] for r in rows] == ["claim", "published", "published"]
+
+
+@settings(max_examples=60)
+@given(a=st.lists(st.floats(-10, 10), min_size=2, max_size=8), b=st.lists(st.floats(-10, 10), min_size=2, max_size=8))
+def test_welch_interval_and_p_value_agree(a, b):
+    """The 95% interval excludes 0 exactly when p < 0.05 (both from the same Welch statistic)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.std() < 1e-6 or b.std() < 1e-6:
+        return
+    d, low, high, p, _ = compare_samples(a, b, count=False)
+    assert low <= d <= high
+    if abs(p - 0.05) > 1e-6:
+        assert (p < 0.05) == (low > 0 or high < 0)
