@@ -132,7 +132,7 @@ text-align:right}th{background:#f3f5f8}td:first-child,th:first-child{text-align:
 .quick{background:#fff4d6;border:1px solid #e8c35a;padding:.6em 1em;border-radius:6px}
 figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
 .about{color:#444}code{background:#f3f3f3;padding:0 .2em}
-table.verdicts td:first-child{font-weight:600;white-space:nowrap}
+table.verdicts td,table.verdicts th{text-align:left}table.verdicts td:first-child{font-weight:600;white-space:nowrap}
 """
 
 
