@@ -137,7 +137,8 @@ def data_dir(tmp_path, monkeypatch):
     rows = ["the dog runs fast\t1\t2\tVBZ\truns\trun", "the dogs run\t1\t2\tVBP\trun\truns",
             "a cat that dogs see sleeps\t1\t5\tVBZ\tsleeps\tsleep"]
     (root / "nlu" / "wiki-dev.txt").write_text(NLU_HEADER + "\n" + "\n".join(rows) + "\n")
-    (root / "nlu" / "wiki-test.txt").write_text(NLU_HEADER + "\n" + rows[0] + "\n")
+    # wiki-test.txt: its first quarter is held out for testing, the rest trains (wiki-train.txt is not public)
+    (root / "nlu" / "wiki-test.txt").write_text(NLU_HEADER + "\n" + "\n".join(rows[1:2] + rows) + "\n")
     (root / "ptb").mkdir()
     for split, lines in {"train": [" a b c", " b c"], "valid": [" a c"], "test": [" c <unk> a"]}.items():
         (root / "ptb" / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n")
@@ -160,7 +161,8 @@ def data_dir(tmp_path, monkeypatch):
 
 def test_nlu_tasks_on_fixtures(data_dir):
     lm = get_task("nlu-lm", vocab_size=7)
-    assert set(lm.splits) == {"train", "test"} and "not available" in lm.info["note"]
+    assert set(lm.splits) == {"train", "dev", "test"} and "not available" in lm.info["note"]
+    assert (len(lm.splits["train"]), len(lm.splits["dev"]), len(lm.splits["test"])) == (3, 3, 1)
     batch = lm.splits["train"].batch(np.array([0]))
     vocab = text.load_nlu_vocab(data_dir / "nlu" / "vocab.wiki.txt", 7)
     np.testing.assert_array_equal(batch.x[:, 0], vocab.encode("<s> the dog runs fast".split()))

@@ -161,9 +161,9 @@ def test_divergence_names_epoch_batch_and_parameter_and_keeps_the_last_good_chec
     real = model.loss_and_grads
     calls = {"n": 0}
 
-    def poisoned(batch, h0=None, back_steps=None):
+    def poisoned(batch, h0=None, back_steps=None, **kwargs):
         calls["n"] += 1
-        loss, grads, stats, state = real(batch, h0, back_steps)
+        loss, grads, stats, state = real(batch, h0, back_steps, **kwargs)
         if calls["n"] == 10 + 3:  # epoch 2 (10 batches per epoch), batch 3
             grads["rnn.0.W_h"] = grads["rnn.0.W_h"] * np.nan
         return loss, grads, stats, state

@@ -180,9 +180,13 @@ def _nlu_splits(n_train: int | None, seed: int) -> tuple[dict[str, list], dict[s
         # the coursework's wiki-train.txt is not public: the study's dev sentences stay the dev split (S4's
         # tables report dev loss); wiki-test.txt gives the training sentences and a held-out test split
         test = sentences.pop("test")
-        sentences["test"], sentences["train"] = test[:NLU_HELD_OUT_TEST], test[NLU_HELD_OUT_TEST:]
-        info["note"] = (f"wiki-train.txt is not available: trained on the last {len(test) - NLU_HELD_OUT_TEST} "
-                        f"sentences of wiki-test.txt, tested on its first {NLU_HELD_OUT_TEST}; dev is wiki-dev.txt")
+        if len(test) < 2:
+            raise DataError(f"{find_file('nlu', 'wiki-test.txt')}: {len(test)} sentence(s); without wiki-train.txt "
+                            "it must give both training and test sentences")
+        held = min(NLU_HELD_OUT_TEST, max(1, len(test) // 4))
+        sentences["test"], sentences["train"] = test[:held], test[held:]
+        info["note"] = (f"wiki-train.txt is not available: trained on the last {len(test) - held} sentences of "
+                        f"wiki-test.txt, tested on its first {held}; dev is wiki-dev.txt")
     sentences["train"] = _subsample(sentences["train"], n_train, seed)
     return sentences, info
 
