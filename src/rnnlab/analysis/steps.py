@@ -96,10 +96,13 @@ class GradientFlow:
                          f"{inc[min(9, len(inc) - 1)]:.2e}.")
         return Findings([
             Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
-                   f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences: how much "
-                   f"the loss says about early steps. The first step gets {ratios} times the last step's gradient."),
+                   f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences. What to "
+                   f"see: how fast the error fades going back in time (log axis); the first step gets {ratios} "
+                   "times the last step's gradient."),
             Figure("Gradient vs BPTT depth", out / "bptt_depth.png",
-                   "‖∂L/∂W_h‖ when backpropagating k steps, and what the k-th step back adds."),
+                   "‖∂L/∂W_h‖ when backpropagating k steps (left), and what the k-th step back adds (right, log "
+                   "axis, up to the sequence's length). What to see: a curve that flattens early means distant "
+                   "steps no longer change the recurrent weights' gradient."),
         ], notes)
 
 
@@ -173,7 +176,9 @@ class GradientDistribution:
         small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
         return Findings(
             [Figure("Per-example gradient coefficients (S2 figure 9)", out / "gradient_distribution.png",
-                    f"Absolute full-BPTT gradients of every parameter, per training string ({examples}), pooled.")],
+                    f"Absolute full-BPTT gradients of every parameter, per training string ({examples}), pooled. "
+                    "What to see: S2's point, that the two distributions look alike, so the size of the gradients "
+                    "alone does not explain why the vanilla network fails.")],
             [f"Gradient coefficients: median {medians}; below 1e-6: {small}."])
 
 
@@ -254,7 +259,9 @@ class LearningCurves:
             plots.plot_learning_curves(curves, path, xlabel, self.ylabel, title)
             figures.append(Figure(f"{title}: {self.ylabel} against {axis}", path, self.caption or
                                   f"{self.ylabel} against {axis}: the mean over seeds, the band ± one standard "
-                                  "deviation across seeds."))
+                                  f"deviation across seeds. What to see: which cell gets there first per "
+                                  f"{'second of training' if self.against == 'seconds' else 'epoch'}, and how much "
+                                  "the seeds disagree."))
         return Findings(figures, [])
 
 
