@@ -31,7 +31,7 @@ def _state_to_torch(model, h0):
     return torch.tensor(np.stack(per_layer), requires_grad=True)
 
 
-ENGINES = ["numpy", pytest.param("jax", marks=pytest.mark.skipif(
+ENGINES = ["numpy", "numba", pytest.param("jax", marks=pytest.mark.skipif(
     importlib.util.find_spec("jax") is None, reason="the compiled engine needs the jax extra"))]
 
 

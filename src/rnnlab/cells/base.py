@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.cells import numba_engine
 from rnnlab.cells.cache import Cache, State
 from rnnlab.common import check_back_steps, check_dtype, check_positive_int
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 Array = np.ndarray
-ENGINES = ("numpy", "jax")
+ENGINES = ("numpy", "numba", "jax")
 
 
 def check_mask(mask: Any, T: int, B: int, dtype) -> Array | None:
@@ -209,6 +210,8 @@ class Cell:
         m = check_mask(mask, T, B, self.dtype)
         if self.engine == "jax":
             return self.compiled().forward(x, state, m)
+        if self.engine == "numba":
+            return numba_engine.forward(self, x, state, m)
         p = self.params
         xw = (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)  # (T, B, G*H)
         if "b" in p:
@@ -245,6 +248,8 @@ class Cell:
             raise ValueError(f"dhs: expected shape (T, B, hidden) = ({T}, {B}, {H}), got {dhs.shape}")
         if self.engine == "jax":
             return self.compiled().backward(dhs, cache, k, dh_out)
+        if self.engine == "numba":
+            return numba_engine.backward(self, dhs, cache, k, dh_out)
         p, m = self.params, cache.mask
         prev = cache.prev_states()
         # carried deltas, one per state component; with truncation a leading axis holds the ages

@@ -20,7 +20,10 @@ Backward, with dh the error arriving at h':
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit
 
 from rnnlab.cells.base import Cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -111,6 +114,30 @@ class GRU(Cell):
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return gru_step_backward(p, dstate, cache, prev, self.variant, xp)
 
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, _ = xw.shape
+        H, dt = self.hidden_size, self.dtype
+        hs, n_steps, aux = (np.empty((T, B, H), dt) for _ in range(3))
+        rz = np.empty((T, B, 2 * H), dt)
+        W_h = np.ascontiguousarray(p["W_h"])
+        b_h = p["b_h"] if "b_h" in p else np.zeros(3 * H, dt)
+        b_hn = p["b_hn"] if "b_hn" in p else np.zeros(H, dt)
+        cho = self.variant == "cho"
+        gru_forward_loop(xw, W_h, np.ascontiguousarray(W_h[:, :2 * H]), np.ascontiguousarray(W_h[:, 2 * H:]), b_h,
+                         b_hn, state0[0], mask, cho, hs, rz, n_steps, aux)
+        return (hs,), {"rz": rz, "n": n_steps, ("rh" if cho else "hw_n"): aux}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out):
+        H = self.hidden_size
+        W_h = p["W_h"]
+        cho = self.variant == "cho"
+        dxw, dhw = (np.empty(dhs.shape[:2] + (3 * H,), self.dtype) for _ in range(2))
+        dh0 = gru_backward_loop(dhs, np.ascontiguousarray(W_h.T), np.ascontiguousarray(W_h[:, :2 * H].T),
+                                np.ascontiguousarray(W_h[:, 2 * H:].T), np.ascontiguousarray(prev[0]),
+                                cache.steps["rz"], cache.steps["n"], cache.steps["rh" if cho else "hw_n"], mask, cho,
+                                back_steps, dxw, dhw, dh_out)
+        return dxw, dhw, (dh0,)
+
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         H = prev_h.shape[-1]
         if self.variant == "cudnn":
@@ -122,3 +149,116 @@ class GRU(Cell):
         if "b_hn" in p:
             grads["b_hn"] = dhw[..., 2 * H:].sum(axis=0)
         return grads
+
+
+# -- the fused time loops of the Numba engine (rnnlab.cells.numba_engine) ---------------------------
+# gru_step / gru_step_backward over all T steps in one compiled loop: the recurrent matmuls in BLAS,
+# the gates as short loops. ``cho``: the candidate reads (r ⊙ h) W_hn; else r ⊙ (h W_hn + b_hn).
+# W_hrz = W_h[:, :2H] and W_hn = W_h[:, 2H:] come in as contiguous copies (and their transposes).
+
+@njit(cache=True)
+def _sigmoid(a):
+    return 0.5 * (1.0 + math.tanh(0.5 * a))
+
+
+@njit(cache=True)
+def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_steps, n_steps, aux_steps):
+    """r, z = σ(xw_rz + h W_hrz);  n = tanh(xw_n + r ⊙ (h W_hn + b_hn)) [cudnn] or
+    tanh(xw_n + (r ⊙ h) W_hn) [cho];  h' = n + z ⊙ (h − n). aux: hw_n (cudnn) or r ⊙ h (cho)."""
+    T, B, H = hs.shape
+    h = h0.copy()
+    h_new = np.empty((B, H), hs.dtype)
+    for t in range(T):
+        hw = np.dot(h, W_hrz) if cho else np.dot(h, W_h)
+        for i in range(B):
+            for j in range(2 * H):
+                rz_steps[t, i, j] = _sigmoid(xw[t, i, j] + hw[i, j] + b_h[j])
+        if cho:
+            for i in range(B):
+                for j in range(H):
+                    aux_steps[t, i, j] = rz_steps[t, i, j] * h[i, j]
+            n_pre = np.dot(aux_steps[t], W_hn)
+            for i in range(B):
+                for j in range(H):
+                    n_steps[t, i, j] = math.tanh(xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j])
+        else:
+            for i in range(B):
+                for j in range(H):
+                    hw_n = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
+                    aux_steps[t, i, j] = hw_n
+                    n_steps[t, i, j] = math.tanh(xw[t, i, 2 * H + j] + rz_steps[t, i, j] * hw_n)
+        for i in range(B):
+            for j in range(H):
+                n = n_steps[t, i, j]
+                h_new[i, j] = n + rz_steps[t, i, H + j] * (h[i, j] - n)
+            if mask[t, i] > 0.0:
+                h[i] = h_new[i]
+        hs[t] = h
+
+
+@njit(cache=True)
+def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_steps, mask, cho, back_steps,
+                      dxw, dhw, dh_out):
+    """dn_pre = dh ⊙ (1 − z)(1 − n²);  dz_pre = dh ⊙ (h − n) z(1 − z);  dh_prev = dh ⊙ z + ...:
+    cudnn: dr_pre = dn_pre ⊙ hw_n ⊙ r(1 − r); dh_prev += [dr, dz, dn ⊙ r] W_hᵀ.
+    cho:   d(r⊙h) = dn_pre W_hnᵀ; dr_pre = d(r⊙h) ⊙ h ⊙ r(1 − r); dh_prev += d(r⊙h) ⊙ r + [dr, dz] W_hrzᵀ.
+    For every age at once; masked steps pass their delta through. Returns dh0."""
+    T, B, H = dhs.shape
+    A = 1 if back_steps < 0 else back_steps + 1
+    carry = np.zeros((A, B, H), dhs.dtype)
+    dpre = np.empty((A, B, 3 * H), dhs.dtype)    # [dr_pre, dz_pre, dn_pre] of each age (the dxw blocks)
+    drh = np.zeros((A, B, H), dhs.dtype)
+    for t in range(T - 1, -1, -1):
+        carry[0] += dhs[t]
+        for i in range(B):
+            m = mask[t, i]
+            for j in range(H):
+                r, z, n, h = rz_steps[t, i, j], rz_steps[t, i, H + j], n_steps[t, i, j], prev_h[t, i, j]
+                total = 0.0
+                for s in range(A):
+                    d = m * carry[s, i, j]
+                    total += carry[s, i, j]
+                    dpre[s, i, 2 * H + j] = d * (1.0 - z) * (1.0 - n * n)
+                    dpre[s, i, H + j] = d * (h - n) * z * (1.0 - z)
+                    if not cho:
+                        dpre[s, i, j] = dpre[s, i, 2 * H + j] * aux_steps[t, i, j] * r * (1.0 - r)
+                dh_out[t, i, j] = total
+        if cho:
+            drh = np.dot(dpre[:, :, 2 * H:].copy().reshape(A * B, H), W_hnT).reshape(A, B, H)
+            for s in range(A):
+                for i in range(B):
+                    for j in range(H):
+                        r = rz_steps[t, i, j]
+                        dpre[s, i, j] = drh[s, i, j] * prev_h[t, i, j] * r * (1.0 - r)
+            dprev = np.dot(dpre[:, :, :2 * H].copy().reshape(A * B, 2 * H), W_hrzT).reshape(A, B, H)
+            dhw_ages = dpre
+        else:
+            dhw_ages = dpre.copy()
+            for s in range(A):
+                for i in range(B):
+                    for j in range(H):
+                        dhw_ages[s, i, 2 * H + j] *= rz_steps[t, i, j]   # the n block of dhw is dn_pre ⊙ r
+            dprev = np.dot(dhw_ages.reshape(A * B, 3 * H), W_hT).reshape(A, B, H)
+        for i in range(B):
+            m = mask[t, i]
+            for j in range(3 * H):
+                x_total, h_total = 0.0, 0.0
+                for s in range(A):
+                    x_total += dpre[s, i, j]
+                    h_total += dhw_ages[s, i, j]
+                dxw[t, i, j] = x_total
+                dhw[t, i, j] = h_total
+            for s in range(A):
+                for j in range(H):
+                    d = m * carry[s, i, j]
+                    dprev[s, i, j] += d * rz_steps[t, i, H + j] + (1.0 - m) * carry[s, i, j]
+                    if cho:
+                        dprev[s, i, j] += drh[s, i, j] * rz_steps[t, i, j]
+        if back_steps < 0:
+            carry[0] = dprev[0]
+        else:
+            carry[1:] = dprev[:-1]
+            carry[0] = 0.0
+    if back_steps < 0:
+        return carry[0].copy()
+    return carry[1:].sum(axis=0)

@@ -13,7 +13,10 @@ Backward, with (dh, dc) the errors arriving at (h', c'):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit
 
 from rnnlab.cells.base import Cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -76,3 +79,100 @@ class LSTM(Cell):
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return lstm_step_backward(p, dstate, cache, prev, xp)
+
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, _ = xw.shape
+        H, dt = self.hidden_size, self.dtype
+        hs, cs, g, tc = (np.empty((T, B, H), dt) for _ in range(4))
+        s = np.empty((T, B, 4 * H), dt)
+        b_h = p["b_h"] if "b_h" in p else np.zeros(4 * H, dt)
+        lstm_forward_loop(xw, np.ascontiguousarray(p["W_h"]), b_h, state0[0], state0[1], mask, hs, cs, s, g, tc)
+        return (hs, cs), {"s": s, "g": g, "tc": tc}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out):
+        da = np.empty(dhs.shape[:2] + (4 * self.hidden_size,), self.dtype)
+        dh0, dc0 = lstm_backward_loop(dhs, np.ascontiguousarray(p["W_h"].T), np.ascontiguousarray(prev[1]),
+                                      cache.steps["s"], cache.steps["g"], cache.steps["tc"], mask, back_steps, da,
+                                      dh_out)
+        return da, da, (dh0, dc0)
+
+
+# -- the fused time loops of the Numba engine (rnnlab.cells.numba_engine) ---------------------------
+# lstm_step / lstm_step_backward over all T steps in one compiled loop: the recurrent matmul in
+# BLAS, the gates as short loops.
+
+@njit(cache=True)
+def _sigmoid(a):
+    return 0.5 * (1.0 + math.tanh(0.5 * a))
+
+
+@njit(cache=True)
+def lstm_forward_loop(xw, W_h, b_h, h0, c0, mask, hs, cs, s_steps, g_steps, tc_steps):
+    """[i, f, g, o] = xw + h W_h + b_h → σ, σ, tanh, σ;  c' = f ⊙ c + i ⊙ g;  h' = o ⊙ tanh(c')."""
+    T, B, H = hs.shape
+    h, c = h0.copy(), c0.copy()
+    for t in range(T):
+        a = np.dot(h, W_h)
+        for i in range(B):
+            keep = mask[t, i] > 0.0
+            for j in range(4 * H):
+                s_steps[t, i, j] = _sigmoid(xw[t, i, j] + a[i, j] + b_h[j])
+            for j in range(H):
+                g = math.tanh(xw[t, i, 2 * H + j] + a[i, 2 * H + j] + b_h[2 * H + j])
+                c_new = s_steps[t, i, H + j] * c[i, j] + s_steps[t, i, j] * g
+                tc = math.tanh(c_new)
+                g_steps[t, i, j], tc_steps[t, i, j] = g, tc
+                if keep:
+                    c[i, j] = c_new
+                    h[i, j] = s_steps[t, i, 3 * H + j] * tc
+        hs[t], cs[t] = h, c
+
+
+@njit(cache=True)
+def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back_steps, da_sum, dh_out):
+    """dc_total = dc + dh ⊙ o(1 − tanh²c');  da = [dc_total g i(1−i), dc_total c f(1−f),
+    dc_total i (1 − g²), dh tanh(c') o(1−o)];  dh_prev = da W_hᵀ, dc_prev = dc_total ⊙ f; for every
+    age at once, masked steps passing their deltas through. Returns (dh0, dc0); da_sum (= dxw = dhw)."""
+    T, B, H = dhs.shape
+    A = 1 if back_steps < 0 else back_steps + 1
+    carry_h = np.zeros((A, B, H), dhs.dtype)
+    carry_c = np.zeros((A, B, H), dhs.dtype)
+    da = np.empty((A, B, 4 * H), dhs.dtype)
+    dc_prev = np.empty((A, B, H), dhs.dtype)
+    for t in range(T - 1, -1, -1):
+        carry_h[0] += dhs[t]
+        for i in range(B):
+            m = mask[t, i]
+            for j in range(H):
+                ig, f, o = s_steps[t, i, j], s_steps[t, i, H + j], s_steps[t, i, 3 * H + j]
+                g, tc, c = g_steps[t, i, j], tc_steps[t, i, j], prev_c[t, i, j]
+                total = 0.0
+                for s in range(A):
+                    dh, dc = m * carry_h[s, i, j], m * carry_c[s, i, j]
+                    total += carry_h[s, i, j]
+                    dc_total = dc + dh * o * (1.0 - tc * tc)
+                    da[s, i, j] = dc_total * g * ig * (1.0 - ig)
+                    da[s, i, H + j] = dc_total * c * f * (1.0 - f)
+                    da[s, i, 2 * H + j] = dc_total * ig * (1.0 - g * g)
+                    da[s, i, 3 * H + j] = dh * tc * o * (1.0 - o)
+                    dc_prev[s, i, j] = dc_total * f + (1.0 - m) * carry_c[s, i, j]
+                dh_out[t, i, j] = total
+            for j in range(4 * H):
+                tot = 0.0
+                for s in range(A):
+                    tot += da[s, i, j]
+                da_sum[t, i, j] = tot
+        dh_prev = np.dot(da.reshape(A * B, 4 * H), W_hT).reshape(A, B, H)
+        for s in range(A):
+            for i in range(B):
+                keep = 1.0 - mask[t, i]
+                for j in range(H):
+                    dh_prev[s, i, j] += keep * carry_h[s, i, j]
+        if back_steps < 0:
+            carry_h[0], carry_c[0] = dh_prev[0], dc_prev[0]
+        else:
+            carry_h[1:], carry_c[1:] = dh_prev[:-1], dc_prev[:-1]
+            carry_h[0], carry_c[0] = 0.0, 0.0
+    if back_steps < 0:
+        return carry_h[0].copy(), carry_c[0].copy()
+    return carry_h[1:].sum(axis=0), carry_c[1:].sum(axis=0)
