@@ -108,3 +108,27 @@ def near_relu_kink(cell, x, h0, margin: float = 1e-2) -> bool:
             return True
         h = np.maximum(pre, 0.0)
     return False
+
+
+def backward_against_finite_differences(cell, reference, head, x, h0, mask, back_steps):
+    """``cell``'s backward pass (any engine) against central differences, computed on ``reference``
+    (the same cell on the NumPy engine, or ``cell`` itself), of the loss (full BPTT) or of the
+    independent truncated construction; for the cell's parameters, x and h0."""
+    hs, cache = cell.forward(x, h0, mask)
+    grads, dx, dh0 = cell.backward(head.loss(hs, mask)[2], cache, back_steps=back_steps)
+    analytic = {**{"cell." + k: v for k, v in grads.items()}, "x": dx,
+                **{f"h0.{i}": s for i, s in enumerate(split_state(reference, dh0))}}
+    arrays = {**{"cell." + k: v.copy() for k, v in reference.params.items()}, "x": x,
+              **{f"h0.{i}": s for i, s in enumerate(split_state(reference, h0))}}
+    frozen_hs, frozen_cache = reference.forward(x, h0, mask)
+    frozen_states = [h0] + [join_state(reference, [s[t] for s in frozen_cache.states]) for t in range(x.shape[0])]
+
+    def loss(a):
+        for name in reference.params:
+            reference.params[name] = a["cell." + name]
+        h0_ = join_state(reference, [a[f"h0.{i}"] for i in range(reference.state_size)])
+        if back_steps is None:
+            return head.loss(reference.forward(a["x"], h0_, mask)[0], mask)[0]
+        return truncated_reference_loss(reference, head, a["x"], h0_, mask, back_steps, frozen_states, frozen_hs)
+
+    return rnnlab.gradcheck(loss, arrays, analytic)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rnnlab
-from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, join_state, make_mask, split_state, truncated_reference_loss
+from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, backward_against_finite_differences, join_state, make_mask
 
 try:
     import jax  # noqa: F401
@@ -40,25 +40,7 @@ def test_compiled_backward_matches_finite_differences(config, bias, loss_mode, m
     x = rng.normal(size=(T, B, I))
     h0 = join_state(reference, [rng.normal(scale=0.5, size=(B, H)) for _ in range(reference.state_size)])
     mask = make_mask(rng, T, B) if masked else None
-    hs, cache = compiled.forward(x, h0, mask)
-    dhs = head.loss(hs, mask)[2]
-    grads, dx, dh0 = compiled.backward(dhs, cache, back_steps=back_steps)
-    analytic = {**{"cell." + k: v for k, v in grads.items()}, "x": dx,
-                **{f"h0.{i}": s for i, s in enumerate(split_state(reference, dh0))}}
-    arrays = {**{"cell." + k: v.copy() for k, v in reference.params.items()}, "x": x,
-              **{f"h0.{i}": s for i, s in enumerate(split_state(reference, h0))}}
-    frozen_hs, frozen_cache = reference.forward(x, h0, mask)
-    frozen_states = [h0] + [join_state(reference, [s[t] for s in frozen_cache.states]) for t in range(T)]
-
-    def loss(a):
-        for name in reference.params:
-            reference.params[name] = a["cell." + name]
-        h0_ = join_state(reference, [a[f"h0.{i}"] for i in range(reference.state_size)])
-        if back_steps is None:
-            return head.loss(reference.forward(a["x"], h0_, mask)[0], mask)[0]
-        return truncated_reference_loss(reference, head, a["x"], h0_, mask, back_steps, frozen_states, frozen_hs)
-
-    result = rnnlab.gradcheck(loss, arrays, analytic)
+    result = backward_against_finite_differences(compiled, reference, head, x, h0, mask, back_steps)
     assert result.passed(1e-6), str(result)
 
 

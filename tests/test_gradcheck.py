@@ -14,12 +14,12 @@ from helpers import (
     CELL_CONFIGS,
     LOSS_MODES,
     Head,
+    backward_against_finite_differences,
     gradcheck_cell,
     join_state,
     make_mask,
     near_relu_kink,
     split_state,
-    truncated_reference_loss,
 )
 
 TOL = 1e-6
@@ -96,25 +96,7 @@ def test_full_bptt_matches_finite_differences(config, bias, loss_mode, masked, s
 @given(shape=shapes)
 def test_truncated_bptt_matches_independent_truncated_gradient(config, bias, loss_mode, masked, back_steps, shape):
     cell, head, x, h0, mask = _draw(config, bias, loss_mode, masked, shape)
-    hs, cache = cell.forward(x, h0, mask)
-    _, _, dhs = head.loss(hs, mask)
-    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=back_steps)
-    analytic = {"cell." + k: v for k, v in grads.items()}
-    analytic["x"] = dx
-    analytic.update({f"h0.{i}": s for i, s in enumerate(split_state(cell, dh0))})
-
-    T = x.shape[0]
-    frozen_states = [h0] + [join_state(cell, [s[t] for s in cache.states]) for t in range(T)]
-    frozen_hs = hs.copy()
-    arrays = {k: v for k, v in _arrays(cell, head, x, h0).items() if not k.startswith("out.")}
-
-    def reference(arrays):
-        for name in cell.params:
-            cell.params[name] = arrays["cell." + name]
-        h0_ = join_state(cell, [arrays[f"h0.{i}"] for i in range(cell.state_size)])
-        return truncated_reference_loss(cell, head, arrays["x"], h0_, mask, back_steps, frozen_states, frozen_hs)
-
-    result = rnnlab.gradcheck(reference, arrays, analytic)
+    result = backward_against_finite_differences(cell, cell, head, x, h0, mask, back_steps)
     assert result.passed(TOL), str(result)
 
 
@@ -127,24 +109,7 @@ def test_any_configuration_matches_finite_differences(config, bias, loss_mode, m
     """The property over the whole space at once, with larger shapes than the grid: the backward
     pass is the gradient of the loss (full BPTT) or of the independent truncated construction."""
     cell, head, x, h0, mask = _draw(config, bias, loss_mode, masked, shape)
-    hs, cache = cell.forward(x, h0, mask)
-    _, out_grads, dhs = head.loss(hs, mask)
-    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=back_steps)
-    analytic = {"cell." + k: v for k, v in grads.items()}
-    analytic["x"] = dx
-    analytic.update({f"h0.{i}": s for i, s in enumerate(split_state(cell, dh0))})
-    arrays = {k: v for k, v in _arrays(cell, head, x, h0).items() if not k.startswith("out.")}
-    frozen_states = [h0] + [join_state(cell, [s[t] for s in cache.states]) for t in range(x.shape[0])]
-
-    def loss(arrays):
-        for name in cell.params:
-            cell.params[name] = arrays["cell." + name]
-        h0_ = join_state(cell, [arrays[f"h0.{i}"] for i in range(cell.state_size)])
-        if back_steps is None:
-            return head.loss(cell.forward(arrays["x"], h0_, mask)[0], mask)[0]
-        return truncated_reference_loss(cell, head, arrays["x"], h0_, mask, back_steps, frozen_states, hs.copy())
-
-    result = rnnlab.gradcheck(loss, arrays, analytic)
+    result = backward_against_finite_differences(cell, cell, head, x, h0, mask, back_steps)
     assert result.passed(TOL), str(result)
 
 
