@@ -25,6 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
+from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
 from rnnlab.common import matrix_transpose, sigmoid
 from rnnlab.init import init_bias
@@ -204,8 +205,8 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
     cho:   d(r⊙h) = dn_pre W_hnᵀ; dr_pre = d(r⊙h) ⊙ h ⊙ r(1 − r); dh_prev += d(r⊙h) ⊙ r + [dr, dz] W_hrzᵀ.
     For every age at once; masked steps pass their delta through. Returns dh0."""
     T, B, H = dhs.shape
-    A = 1 if back_steps < 0 else back_steps + 1
-    carry = np.zeros((A, B, H), dhs.dtype)
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
     dpre = np.empty((A, B, 3 * H), dhs.dtype)    # [dr_pre, dz_pre, dn_pre] of each age (the dxw blocks)
     drh = np.zeros((A, B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
@@ -254,11 +255,5 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                     dprev[s, i, j] += d * rz_steps[t, i, H + j] + (1.0 - m) * carry[s, i, j]
                     if cho:
                         dprev[s, i, j] += drh[s, i, j] * rz_steps[t, i, j]
-        if back_steps < 0:
-            carry[0] = dprev[0]
-        else:
-            carry[1:] = dprev[:-1]
-            carry[0] = 0.0
-    if back_steps < 0:
-        return carry[0].copy()
-    return carry[1:].sum(axis=0)
+        step_back(carry, dprev, back_steps)
+    return initial_state_delta(carry, back_steps)

@@ -18,6 +18,7 @@ import math
 import numpy as np
 from numba import njit
 
+from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -134,9 +135,8 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
     dc_total i (1 − g²), dh tanh(c') o(1−o)];  dh_prev = da W_hᵀ, dc_prev = dc_total ⊙ f; for every
     age at once, masked steps passing their deltas through. Returns (dh0, dc0); da_sum (= dxw = dhw)."""
     T, B, H = dhs.shape
-    A = 1 if back_steps < 0 else back_steps + 1
-    carry_h = np.zeros((A, B, H), dhs.dtype)
-    carry_c = np.zeros((A, B, H), dhs.dtype)
+    carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
+    A = carry_h.shape[0]
     da = np.empty((A, B, 4 * H), dhs.dtype)
     dc_prev = np.empty((A, B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
@@ -168,11 +168,6 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
                 keep = 1.0 - mask[t, i]
                 for j in range(H):
                     dh_prev[s, i, j] += keep * carry_h[s, i, j]
-        if back_steps < 0:
-            carry_h[0], carry_c[0] = dh_prev[0], dc_prev[0]
-        else:
-            carry_h[1:], carry_c[1:] = dh_prev[:-1], dc_prev[:-1]
-            carry_h[0], carry_c[0] = 0.0, 0.0
-    if back_steps < 0:
-        return carry_h[0].copy(), carry_c[0].copy()
-    return carry_h[1:].sum(axis=0), carry_c[1:].sum(axis=0)
+        step_back(carry_h, dh_prev, back_steps)
+        step_back(carry_c, dc_prev, back_steps)
+    return initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps)

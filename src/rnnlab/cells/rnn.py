@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
+from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -140,8 +141,8 @@ def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
     """da = dh ⊙ act′ (through h);  dh_{t−1} = da W_hᵀ, for every age of the carried deltas at once;
     masked steps pass their delta through. Returns dh0; dxw (= dhw) and dh_out are filled."""
     T, B, H = dhs.shape
-    A = 1 if back_steps < 0 else back_steps + 1
-    carry = np.zeros((A, B, H), dhs.dtype)
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
     da = np.empty((A, B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
         carry[0] += dhs[t]
@@ -163,11 +164,5 @@ def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
             for s in range(A):
                 for j in range(H):
                     dprev[s, i, j] += keep * carry[s, i, j]
-        if back_steps < 0:
-            carry[0] = dprev[0]
-        else:  # ages 0..k−1 move one step back and become 1..k; age k expires here
-            carry[1:] = dprev[:-1]
-            carry[0] = 0.0
-    if back_steps < 0:
-        return carry[0].copy()
-    return carry[1:].sum(axis=0)
+        step_back(carry, dprev, back_steps)
+    return initial_state_delta(carry, back_steps)

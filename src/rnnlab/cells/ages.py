@@ -1,0 +1,32 @@
+"""The truncation ages of BPTT, for the Numba engine's backward loops (see ``rnnlab.cells.base``):
+with ``back_steps`` = k ≥ 0 a loop carries k + 1 deltas, one per age; full BPTT (k < 0) carries one.
+Each step moves every age one step back; the oldest expires."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def new_carry(back_steps, B, H, dtype_like):
+    return np.zeros((1 if back_steps < 0 else back_steps + 1, B, H), dtype_like.dtype)
+
+
+@njit(cache=True)
+def step_back(carry, dprev, back_steps):
+    """The deltas that reach the previous step: all of dprev (full BPTT), or ages 0..k−1 of it as
+    ages 1..k with nothing at age 0 (truncated: age k expires here)."""
+    if back_steps < 0:
+        carry[0] = dprev[0]
+    else:
+        carry[1:] = dprev[:-1]
+        carry[0] = 0.0
+
+
+@njit(cache=True)
+def initial_state_delta(carry, back_steps):
+    """What reaches the initial state: the carried delta, or the sum of its surviving ages."""
+    if back_steps < 0:
+        return carry[0].copy()
+    return carry[1:].sum(axis=0)
