@@ -50,7 +50,7 @@ def params_from_torch(module: Any, grad: bool = False) -> dict[str, np.ndarray]:
 
 def from_torch(module: Any, engine: str = "numpy") -> Cell | Stack:
     """A cell (num_layers = 1) or a Stack with the same weights and dtype as the torch module,
-    computed by ``engine`` ("numpy" or "jax")."""
+    computed by ``engine`` ("numpy", "numba" or "jax")."""
     kind = _kind(module)
     if module.bidirectional:
         raise ValueError("module: bidirectional modules are not supported")
