@@ -72,7 +72,7 @@ def test_every_experiment_runs_in_quick_mode(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS) + ["compare"])
-def test_every_published_number_names_a_configuration_of_the_full_study(name):
+def test_every_published_number_and_claim_names_a_configuration_of_the_full_study(name):
     exp = COMPARE if name == "compare" else EXPERIMENTS[name]
     specs = exp.specs(False)
     keys = {s.key for s in specs}
@@ -80,6 +80,11 @@ def test_every_published_number_names_a_configuration_of_the_full_study(name):
     for key, metric in exp.published:
         assert key in keys, f"{name}: published {key!r} is not a configuration ({sorted(keys)})"
         assert metric in exp.metric_names, f"{name}: published metric {metric!r} is not in the tables"
+    for claim in exp.claims:
+        for key in (claim.better, claim.worse):
+            assert key in keys, f"{name}: claim {claim.text!r} names {key!r}, not a configuration"
+    for key, metric in exp.reasons:
+        assert (key, metric) in exp.published, f"{name}: a reason for {key} {metric}, which has no published number"
 
 
 def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):

@@ -189,8 +189,8 @@ def _retrieve(f: RemoteFile, target_dir: Path, timeout: float) -> Path:
     unpacked = pooch.retrieve(f.url, None, fname=archive, path=target_dir / ".archives",
                               processor=pooch.Unzip(members=[f.member]), downloader=_downloader(timeout))
     member = Path(unpacked[0])
-    if f.sha256 is not None and sha256_of(member) != f.sha256:
-        got = sha256_of(member)
+    got = sha256_of(member)
+    if f.sha256 is not None and got != f.sha256:
         member.unlink()
         raise ValueError(f"SHA256 hash of the archive member {f.member} ({got}) does not match the known hash "
                          f"({f.sha256})")
