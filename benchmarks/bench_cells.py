@@ -69,7 +69,7 @@ def bench(kind, T, B, I, H, dtype, repeats, with_jax):
         import jax
         import jax.numpy as jnp
 
-        from rnnlab.cells.jax_engine import fused_step
+        from rnnlab.engines.jax import fused_step
 
         compiled = rnnlab.make_cell(kind, I, H, seed=0, dtype=dtype, engine="jax")
 

@@ -1,27 +1,37 @@
-"""1-thread CPU-time ratios of rnnlab's NumPy and Numba engines against PyTorch, measured interleaved.
+"""rnnlab's NumPy and Numba engines against PyTorch: 1-thread CPU-time ratios measured interleaved
+(the primary figures), or all-core wall-time ratios measured in blocks with pauses.
 
     python benchmarks/bench_engines.py [--repeats 15] [--dtype float32]
+    python benchmarks/bench_engines.py --all-cores [--repeats 15]
 
-Every thread pool is pinned to 1 thread before anything is imported (OpenBLAS, OpenMP, MKL, Numba,
-torch), and the contenders are called in turn, numpy numba torch numpy numba torch …, in this one
-process, so a noisy neighbour slows them alike; each row is the median CPU time (time.process_time)
-of a training step: forward over T steps and full BPTT to every parameter and the input (torch
-computes dx too). Ratios are torch's time over ours (above 1: rnnlab is faster). Last, the first
-call of the Numba engine in a fresh process, with and without its on-disk cache.
+1 thread: every thread pool is pinned to 1 thread before anything is imported (OpenBLAS, OpenMP,
+MKL, Numba, torch), and the contenders are called in turn, numpy numba torch numpy numba torch …, in
+this one process, so a noisy neighbour slows them alike; each row is the median CPU time
+(time.process_time) of a training step: forward over T steps and full BPTT to every parameter and
+the input (torch computes dx too). Ratios are torch's time over ours (above 1: rnnlab is faster).
+Then the share of the single-thread sgemm peak (a 1024³ matmul) that the step's matmuls reach at
+the largest size, and the first call of the Numba engine in a fresh process, with and without its
+on-disk cache.
+
+All cores: each library keeps its default thread pools (rnnlab's own thread rule included), and
+each contender runs a block of repeats, median wall time, with a pause between blocks so that one
+block's threads do not slow the next.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[_var] = "1"
+ALL_CORES = "--all-cores" in sys.argv
+if not ALL_CORES:
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[_var] = "1"
 
 import argparse  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -31,7 +41,8 @@ import torch  # noqa: E402
 import rnnlab  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
 
-torch.set_num_threads(1)
+if not ALL_CORES:
+    torch.set_num_threads(1)
 SIZES = [(20, 100, 50, 50), (50, 32, 7, 18), (20, 5, 50, 50), (35, 20, 200, 200), (100, 64, 88, 256),
          (12, 32, 7, 10)]
 FIRST_CALL = """
@@ -83,6 +94,38 @@ def interleaved(steps: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in times.items()}
 
 
+def in_blocks(steps: dict, repeats: int, pause: float = 1.0) -> dict[str, float]:
+    """All-core figures: each contender's repeats in one block (median wall time), pauses between."""
+    out = {}
+    for name, step in steps.items():
+        step()
+        step()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t)
+        out[name] = statistics.median(times)
+        time.sleep(pause)
+    return out
+
+
+def matmul_flops(kind: str, T: int, B: int, I: int, H: int) -> float:
+    """Multiply-adds ×2 of one training step's matmuls: x W_x, h W_h per step, dh W_hᵀ per step, the
+    two weight gradients and dx (the GRU's cho variant has the same count)."""
+    G = {"rnn": 1, "gru": 3, "lstm": 4}[kind]
+    return 2.0 * T * B * G * H * (3 * I + 3 * H)
+
+
+def sgemm_peak(dtype) -> float:
+    a = np.random.default_rng(0).random((1024, 1024)).astype(dtype)
+    a @ a
+    t = time.process_time()
+    for _ in range(10):
+        a @ a
+    return 10 * 2 * 1024 ** 3 / (time.process_time() - t)
+
+
 def first_call(cache_dir: str | None) -> float:
     env = dict(os.environ, **({"NUMBA_CACHE_DIR": cache_dir} if cache_dir else {}))
     return float(subprocess.run([sys.executable, "-c", FIRST_CALL], env=env, capture_output=True, text=True,
@@ -93,16 +136,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
     args = parser.parse_args()
     dtype = np.dtype(args.dtype)
-    print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, 1 thread, CPU time, interleaved, "
-          f"median of {args.repeats}")
+    how = (f"all {os.cpu_count()} cores, wall time, in blocks with pauses" if ALL_CORES
+           else "1 thread, CPU time, interleaved")
+    print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, {how}, median of {args.repeats}")
     print(f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4} {'numpy ms':>9} {'numba ms':>9} {'torch ms':>9} "
           f"{'x numpy':>8} {'x numba':>8}")
     ratios: dict[str, list[float]] = {"numpy": [], "numba": []}
+    largest: dict[str, dict[str, float]] = {}
     for T, B, I, H in SIZES:
         for kind in ("rnn", "gru", "lstm"):
-            m = interleaved(contenders(kind, T, B, I, H, dtype), args.repeats)
+            steps = contenders(kind, T, B, I, H, dtype)
+            m = in_blocks(steps, args.repeats) if ALL_CORES else interleaved(steps, args.repeats)
+            if (T, B, I, H) == (100, 64, 88, 256):
+                largest[kind] = m
             for engine in ratios:
                 ratios[engine].append(m["torch"] / m[engine])
             print(f"{kind:5} {T:4d} {B:4d} {I:4d} {H:4d} {m['numpy'] * 1e3:9.3f} {m['numba'] * 1e3:9.3f} "
@@ -112,6 +161,13 @@ def main() -> None:
         slower = sum(v < 1 for v in r)
         print(f"{engine:6}: geometric-mean speed-up over torch {geo:.2f}x (min {min(r):.2f}x, max {max(r):.2f}x, "
               f"slower than torch at {slower} of {len(r)} sizes)")
+    if ALL_CORES:
+        return
+    peak = sgemm_peak(dtype)
+    for kind, m in largest.items():
+        flops = matmul_flops(kind, 100, 64, 88, 256)
+        shares = ", ".join(f"{name} {flops / t / peak:.0%}" for name, t in m.items())
+        print(f"{kind} (100, 64, 88, 256): matmul FLOPs / step time / sgemm peak ({peak / 1e9:.0f} GFLOP/s): {shares}")
     with tempfile.TemporaryDirectory() as empty:
         cold = first_call(empty)
     warm = first_call(None)

@@ -5,13 +5,19 @@ and agreement with the NumPy engine, the reference (float64 to 1e-10, float32 wi
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
+from threadpoolctl import threadpool_info
 
 import rnnlab
+from rnnlab.cells.kernel_math import kernel_exp, kernel_sigmoid, kernel_tanh
+from rnnlab.engines.threads import available_threads, blas_threads, choose_threads
 from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, backward_against_finite_differences, join_state, make_mask
 
 try:
@@ -99,3 +105,108 @@ def test_float32_stays_float32_and_unknown_engine_is_rejected():
     assert hs.dtype == np.float32 and dx.dtype == np.float32 and grads["W_h"].dtype == np.float32
     with pytest.raises(ValueError, match="engine: unknown engine 'torch'"):
         rnnlab.RNN(2, 3, engine="torch")
+
+
+# -- the Numba kernels' own math and buffers ----------------------------------------------------------
+
+@njit(error_model="numpy")
+def _apply_kernel_math(x, exp_out, tanh_out, sigmoid_out):
+    for j in range(x.size):
+        exp_out[j] = kernel_exp(x[j])
+        tanh_out[j] = kernel_tanh(x[j])
+        sigmoid_out[j] = kernel_sigmoid(x[j])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-700, 700, allow_nan=False), min_size=1, max_size=64), st.sampled_from(["float64", "float32"]))
+def test_kernel_exp_tanh_sigmoid_match_numpy(values, dtype):
+    x = np.asarray(values, dtype)
+    outs = [np.empty_like(x) for _ in range(3)]
+    _apply_kernel_math(x, *outs)
+    with np.errstate(over="ignore"):
+        wide = x.astype(np.float64)
+        exp_ref, tanh_ref, sig_ref = np.exp(wide), np.tanh(wide), 1.0 / (1.0 + np.exp(-wide))
+        representable = exp_ref.astype(dtype)
+    eps = np.finfo(dtype).eps
+    # where e^x is a normal number of the dtype (the kernels clamp beyond that range)
+    finite = np.isfinite(representable) & (representable > np.finfo(dtype).tiny)
+    np.testing.assert_allclose(outs[0][finite], exp_ref[finite], rtol=4 * eps)
+    np.testing.assert_allclose(outs[1], tanh_ref, rtol=0, atol=4 * eps)
+    np.testing.assert_allclose(outs[2], sig_ref, rtol=0, atol=4 * eps)
+    assert all(o.dtype == x.dtype for o in outs)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_numba_caches_stay_valid_after_later_calls(kind):
+    """The engine reuses its temporaries between calls; what a forward returns must not be overwritten."""
+    cell = rnnlab.make_cell(kind, 3, 5, seed=0, engine="numba")
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.normal(size=(6, 4, 3)), rng.normal(size=(6, 4, 3))
+    d = rng.normal(size=(6, 4, 5))
+    h1, c1 = cell.forward(x1)
+    expected = cell.backward(d, c1)
+    kept = h1.copy()
+    _, c2 = cell.forward(x2)
+    cell.backward(d, c2)
+    again = cell.backward(d, c1)
+    np.testing.assert_array_equal(h1, kept)
+    for name in expected[0]:
+        np.testing.assert_array_equal(again[0][name], expected[0][name])
+    np.testing.assert_array_equal(again[1], expected[1])
+
+
+def test_compiled_programs_are_keyed_by_the_cells_declared_configuration():
+    assert rnnlab.GRU(2, 3, variant="cho").static_config() != rnnlab.GRU(2, 3, variant="cudnn").static_config()
+    assert rnnlab.RNN(2, 3, activation="relu").static_config() == rnnlab.RNN(5, 7, activation="relu").static_config()
+    assert rnnlab.LSTM(2, 3).static_config() == (rnnlab.LSTM,)
+
+
+def test_jax_engine_enables_float64_only_for_its_own_calls():
+    pytest.importorskip("jax", reason="the jax extra is not installed")
+    code = ("import numpy as np, jax, rnnlab\n"
+            "cell = rnnlab.LSTM(3, 4, engine='jax', dtype=np.float64, seed=0)\n"
+            "hs, cache = cell.forward(np.ones((5, 2, 3)))\n"
+            "grads, dx, _ = cell.backward(np.ones_like(hs), cache)\n"
+            "ref = rnnlab.LSTM(3, 4, dtype=np.float64, seed=0)\n"
+            "hr, cr = ref.forward(np.ones((5, 2, 3)))\n"
+            "print(hs.dtype, dx.dtype, float(abs(hs - hr).max()) < 1e-12, jax.config.jax_enable_x64,"
+            " jax.numpy.ones(1).dtype)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["float64", "float64", "True", "False", "float32"]
+
+
+# -- threads --------------------------------------------------------------------------------------------
+
+def test_thread_rule_pins_small_models_to_one_thread_and_never_exceeds_the_process_limit():
+    assert choose_threads("numba", 32, 64, 4) == 1
+    assert choose_threads("numpy", 5, 50, 4) == 1
+    assert choose_threads("numpy", 64, 256, 4) == available_threads()
+    assert choose_threads("numba", 100, 1024, 4) == available_threads()
+    with blas_threads(1):
+        assert available_threads() == 1
+        assert choose_threads("numpy", 64, 256, 4) == 1
+    with pytest.raises(ValueError, match="threads: expected a positive count"):
+        with blas_threads(0):
+            pass
+
+
+def test_fit_runs_under_the_chosen_thread_count(monkeypatch):
+    from rnnlab.data.containers import SequenceData
+    from rnnlab.models import RecurrentModel
+    from rnnlab.train import TrainConfig, fit, training_threads
+
+    model = RecurrentModel("rnn", 3, 4, 2, seed=0, engine="numba")
+    assert training_threads(model, 8) == 1
+    assert training_threads(model, 8, threads=2) == 2
+    seen = []
+    original = model.loss_and_grads
+
+    def spy(*args, **kwargs):
+        seen.append(max(p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "loss_and_grads", spy)
+    rng = np.random.default_rng(0)
+    data = SequenceData([rng.normal(size=(5, 3)) for _ in range(8)], rng.integers(0, 2, 8))
+    fit(model, data, config=TrainConfig(epochs=1, batch_size=4, progress=False))
+    assert seen and set(seen) == {1}

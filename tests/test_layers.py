@@ -12,6 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS = [
     ("rnnlab.common", "rnnlab.init"),
     ("rnnlab.cells",),
+    ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",
      "rnnlab.interop"),
     ("rnnlab.data",),

@@ -11,6 +11,7 @@ True
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells import GRU, LSTM, RNN, Cache, Cell, Stack
 from rnnlab.cells.stack import make_cell
+from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.gradcheck import GradcheckResult, gradcheck, numerical_gradient
 from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
 from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, squared_error
@@ -18,7 +19,8 @@ from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, s
 __version__ = "0.1.0"
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "Cache", "Cell", "Stack", "Embedding", "Linear", "GradcheckResult",
+    "GRU", "LSTM", "RNN", "Cache", "Cell", "Stack", "DEFAULT_TRAINING_ENGINE", "ENGINES", "Embedding", "Linear",
+    "GradcheckResult",
     "count_params", "gradcheck", "hidden_for_budget", "make_cell", "numerical_gradient",
     "select_last", "select_last_backward", "sigmoid_binary_cross_entropy", "softmax_cross_entropy",
     "squared_error",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.settings import (
     build,
     default_settings,
@@ -44,7 +45,8 @@ def _demo(args: argparse.Namespace) -> int:
     worst = 0.0
     for kind, kwargs in (("rnn", {"activation": "sigmoid"}), ("gru", {"variant": "cho"}),
                          ("gru", {"variant": "cudnn"}), ("lstm", {})):
-        cell = rnnlab.make_cell(kind, inputs, 4, seed=args.seed, init="normal", init_scale=0.5, **kwargs)
+        cell = rnnlab.make_cell(kind, inputs, 4, seed=args.seed, init="normal", init_scale=0.5,
+                                engine=args.engine or "numpy", **kwargs)
         readout = rnnlab.Linear(4, outputs, seed=args.seed)
         start = time.perf_counter()
         hs, cache = cell.forward(x)
@@ -126,7 +128,7 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from rnnlab.train import evaluate
 
-    task, model, _, meta, parameters = load_trained(args.checkpoint, last=args.last)
+    task, model, _, meta, parameters = load_trained(args.checkpoint, last=args.last, engine=args.engine)
     batch_size = meta["config"]["batch_size"]
     metrics: dict[str, Any] = {"checkpoint": str(args.checkpoint), "parameters": parameters,
                                "epoch": meta.get("progress", {}).get("epoch"), "num_params": model.num_params()}
@@ -176,12 +178,13 @@ def _analysis_models(args: argparse.Namespace):
     task = None
     if args.checkpoint:
         for path in args.checkpoint:
-            task, model, settings, _, _ = load_trained(path)
+            task, model, settings, _, _ = load_trained(path, engine=args.engine)
             models[f"{settings['cell']}-{settings['hidden']}"] = model
         return task, models
     for cell in args.cells.split(","):
         settings = default_settings(args.task, cell=cell, seed=args.seed,
-                                    **({} if args.hidden is None else {"hidden": args.hidden}))
+                                    **({} if args.hidden is None else {"hidden": args.hidden}),
+                                    **({} if args.engine is None else {"engine": args.engine}))
         task, model = build(settings)
         models[f"{cell}-{settings['hidden']}"] = model
     return task, models
@@ -262,7 +265,7 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
     if args.replicas and importlib.util.find_spec("jax") is None:
         raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
-                             force=args.force, progress=True, replicas=args.replicas)
+                             force=args.force, progress=True, replicas=args.replicas, engine=args.engine)
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(summary_text(results))
@@ -292,6 +295,13 @@ def _experiment_options(parser: argparse.ArgumentParser, seeds: int = 3) -> None
     parser.add_argument("--replicas", action="store_true",
                         help="train each configuration's seeds together, as one compiled JAX program (needs "
                         "rnnlab[jax]; streams and weight noise still train seed by seed)")
+    _engine_option(parser)
+
+
+def _engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=tuple(ENGINES), default=None,
+                        help=f"time loops (default: the run's own setting, else {DEFAULT_TRAINING_ENGINE}; numpy is "
+                        "the reference)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     demo.add_argument("--budget", type=int, default=600, help="parameter budget shared by the three cells")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
+    demo.add_argument("--engine", choices=tuple(ENGINES), default=None,
+                      help="time loops (default: numpy, the reference)")
     demo.set_defaults(run=_demo)
 
     train = sub.add_parser("train", help="train one model on one task",
@@ -326,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", required=True, metavar="FILE", help="checkpoint.npz written by rnnlab train")
     ev.add_argument("--split", choices=("train", "dev", "test", "all"), default="all", help="which split")
     ev.add_argument("--last", action="store_true", help="use the last epoch's parameters, not the best-dev ones")
+    _engine_option(ev)
     ev.set_defaults(run=_evaluate)
 
     data = sub.add_parser("data", help="list, fetch and verify the real datasets",
@@ -359,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--strings", default="BPBTXSE,BTBTXSE", help="hidden: strings to draw")
     an.add_argument("--seed", type=int, default=0, help="random seed")
     an.add_argument("--out", metavar="DIR", help="output folder (default: runs/analyze-ANALYSIS)")
+    _engine_option(an)
     an.set_defaults(run=_analyze)
 
     from rnnlab.experiments.studies import EXPERIMENTS

@@ -11,7 +11,7 @@ masked step keeps the state and passes the error through unchanged, and padded p
 loss.
 
 The math is the project's own, and so is the bookkeeping: the recurrence runs the cells' step
-functions through the compiled engine's scans (``rnnlab.cells.jax_engine``); inputs, head, readout,
+functions through the compiled engine's scans (``rnnlab.engines.jax``); inputs, head, readout,
 loss and their adjoints are ``rnnlab.models``' pure functions, clipping and the update the
 optimizers' pure rules (``rnnlab.optim``), all under ``jax.numpy``; the end of every epoch (rows,
 best-dev, early stopping, the schedule) and the result are ``rnnlab.train``'s epoch core, run per
@@ -30,7 +30,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import partial, wraps
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ try:
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("fit_replicas needs JAX: pip install 'rnnlab[jax]'") from err
 
-from rnnlab.cells.jax_engine import backward_scan, forward_scan  # noqa: E402  (also enables float64 in JAX)
+from rnnlab.engines.jax import backward_scan, forward_scan  # noqa: E402
 
 # -- one replica's step (pure; vmapped below) -------------------------------------------------------
 
@@ -212,7 +212,7 @@ def _per_replica(data, R: int, name: str) -> list[SequenceData] | None:
 # -- the loop -------------------------------------------------------------------------------------
 
 
-def fit_replicas(
+def _fit_replicas(
     models: Sequence[RecurrentModel],
     train: SequenceData | Sequence[SequenceData],
     dev: SequenceData | Sequence[SequenceData] | None = None,
@@ -366,3 +366,11 @@ def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accura
             for index in data.splits[0].batch_indices(batch_size, by_length=True)]
     totals = [np.sum([np.asarray(s[i]) for s in sums], axis=0) for i in range(3)]
     return [_stats(totals, r, accuracy) for r in range(R)]
+
+
+@wraps(_fit_replicas)
+def fit_replicas(models: Sequence[RecurrentModel], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    # 64-bit types for this call only, not for the whole process: float64 models need them, and the
+    # losses and norms accumulate in float64 whatever the model's dtype (as fit does in NumPy)
+    with jax.enable_x64(True):
+        return _fit_replicas(models, *args, **kwargs)

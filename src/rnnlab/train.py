@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.engines.threads import blas_threads, choose_threads
 from rnnlab.models import RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, make_optimizer, make_schedule
 
@@ -63,6 +64,7 @@ class TrainConfig:
     min_delta: float = 1e-4              # what counts as an improvement
     loss_normalization: str = "token"    # token: mean over positions; sequence: per-sequence sums averaged (S4)
     seed: int = 0
+    threads: int | None = None           # BLAS threads; None: chosen from the model's size (engines.threads)
     progress: bool = True
 
     def schedule_kwargs(self) -> dict[str, Any]:
@@ -221,9 +223,10 @@ def evaluate(model: RecurrentModel, data, batch_size: int, prefix: str = "eval")
     """Mean loss (and accuracy / perplexity where they apply) over a whole data set; sequences are
     batched by length, so evaluation pads (almost) nothing."""
     stats, state = [], None
-    for batch in data.batches(batch_size, by_length=True):
-        s, state = model.evaluate(batch, state if batch.carry else None)
-        stats.append(s)
+    with blas_threads(training_threads(model, batch_size)):
+        for batch in data.batches(batch_size, by_length=True):
+            s, state = model.evaluate(batch, state if batch.carry else None)
+            stats.append(s)
     return metrics_from_stats(stats, model, prefix)
 
 
@@ -253,6 +256,13 @@ def write_metrics(path: Path, history: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(history)
+
+
+def training_threads(model: RecurrentModel, batch_size: int, threads: int | None = None) -> int:
+    """``threads`` when given, else the count rnnlab.engines.threads chooses for the model's widest layer."""
+    if threads is not None:
+        return threads
+    return max(choose_threads(layer.engine, batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
 
 
 def fit(
@@ -295,74 +305,77 @@ def fit(
             best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")}
         write_metrics(out / "metrics.csv", progress.history)
 
-    started = time.perf_counter()
-    for epoch in range(progress.epoch, config.epochs):
-        if progress.stopped_early:
-            break
-        optimizer.lr = schedule.lr_for(epoch)
-        tic = time.perf_counter()
-        stats, sequences, state = [], 0, None
-        bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
-        for b, batch in enumerate(train.batches(config.batch_size, rng)):
-            clean = None
-            if config.weight_noise:
-                clean = {k: p.copy() for k, p in model.params.items()}
-                for p in model.params.values():
-                    p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
-            loss, grads, batch_stats, state = model.loss_and_grads(
-                batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
-            if clean is not None:
-                for k, p in model.params.items():
-                    p[...] = clean[k]
-            where = "the loss" if not math.isfinite(loss) else None
-            bad = _first_non_finite(grads)
-            if where or bad:
-                what = where or f"the gradient of parameter {bad!r}"
-                raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
-            optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
-            bad = _first_non_finite(dict(model.params))
-            if bad:
-                raise TrainingDiverged(_diverged(epoch, b, f"parameter {bad!r} after the update", out, progress.epoch))
-            stats.append(batch_stats)
-            sequences += batch.size
+    # BLAS threads chosen from the model's size (or config.threads); see rnnlab.engines.threads
+    with blas_threads(training_threads(model, config.batch_size, config.threads)):
+        started = time.perf_counter()
+        for epoch in range(progress.epoch, config.epochs):
+            if progress.stopped_early:
+                break
+            optimizer.lr = schedule.lr_for(epoch)
+            tic = time.perf_counter()
+            stats, sequences, state = [], 0, None
+            bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
+            for b, batch in enumerate(train.batches(config.batch_size, rng)):
+                clean = None
+                if config.weight_noise:
+                    clean = {k: p.copy() for k, p in model.params.items()}
+                    for p in model.params.values():
+                        p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
+                loss, grads, batch_stats, state = model.loss_and_grads(
+                    batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
+                if clean is not None:
+                    for k, p in model.params.items():
+                        p[...] = clean[k]
+                where = "the loss" if not math.isfinite(loss) else None
+                bad = _first_non_finite(grads)
+                if where or bad:
+                    what = where or f"the gradient of parameter {bad!r}"
+                    raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
+                optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
+                bad = _first_non_finite(dict(model.params))
+                if bad:
+                    what = f"parameter {bad!r} after the update"
+                    raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
+                stats.append(batch_stats)
+                sequences += batch.size
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4f}")
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}")
-        if bar is not None:
-            bar.close()
-        seconds = time.perf_counter() - tic
-        dev_metrics = evaluate(model, dev, config.batch_size, "dev") if dev is not None else None
-        row = epoch_row(epoch, optimizer.lr, metrics_from_stats(stats, model, "train"), dev_metrics, seconds,
-                        sequences)
-        if progress.close_epoch(row, schedule, config, dev is not None) and dev is not None:
-            best = {k: p.copy() for k, p in model.params.items()}
-        if out is not None:
-            if len(progress.history) == 1 or not (out / "metrics.csv").exists():
-                write_metrics(out / "metrics.csv", progress.history)
-            else:
-                with open(out / "metrics.csv", "a", newline="") as f:
-                    csv.DictWriter(f, fieldnames=list(row)).writerow(row)
-            meta = dict(meta_base, rng=rng.bit_generator.state, schedule=schedule.state_dict(),
-                        progress=dataclasses.asdict(progress))
-            save_checkpoint(out / CHECKPOINT, model, optimizer, meta, best)
-        if config.progress:
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k not in ("epoch",))
-            print(f"epoch {epoch + 1}/{config.epochs}: {shown}", file=sys.stderr)
+                bar.close()
+            seconds = time.perf_counter() - tic
+            dev_metrics = evaluate(model, dev, config.batch_size, "dev") if dev is not None else None
+            row = epoch_row(epoch, optimizer.lr, metrics_from_stats(stats, model, "train"), dev_metrics, seconds,
+                            sequences)
+            if progress.close_epoch(row, schedule, config, dev is not None) and dev is not None:
+                best = {k: p.copy() for k, p in model.params.items()}
+            if out is not None:
+                if len(progress.history) == 1 or not (out / "metrics.csv").exists():
+                    write_metrics(out / "metrics.csv", progress.history)
+                else:
+                    with open(out / "metrics.csv", "a", newline="") as f:
+                        csv.DictWriter(f, fieldnames=list(row)).writerow(row)
+                meta = dict(meta_base, rng=rng.bit_generator.state, schedule=schedule.state_dict(),
+                            progress=dataclasses.asdict(progress))
+                save_checkpoint(out / CHECKPOINT, model, optimizer, meta, best)
+            if config.progress:
+                shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k not in ("epoch",))
+                print(f"epoch {epoch + 1}/{config.epochs}: {shown}", file=sys.stderr)
 
-    if best is not None:
-        for k, p in model.params.items():
-            p[...] = best[k]
-    result = run_result(config, run_info, model.num_params(), progress, best is not None,
-                        time.perf_counter() - started)
-    for name, data in (("train", train), ("dev", dev), ("test", test)):
-        if data is not None:
-            result.update(evaluate(model, data, config.batch_size, name))
-    if task_metrics is not None:
-        result.update(task_metrics(model))
-    result["history"] = progress.history
-    if out is not None:
-        atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-    return result
+        if best is not None:
+            for k, p in model.params.items():
+                p[...] = best[k]
+        result = run_result(config, run_info, model.num_params(), progress, best is not None,
+                            time.perf_counter() - started)
+        for name, data in (("train", train), ("dev", dev), ("test", test)):
+            if data is not None:
+                result.update(evaluate(model, data, config.batch_size, name))
+        if task_metrics is not None:
+            result.update(task_metrics(model))
+        result["history"] = progress.history
+        if out is not None:
+            atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+        return result
 
 
 def _diverged(epoch: int, batch: int, what: str, out: Path | None, good_epochs: int) -> str:

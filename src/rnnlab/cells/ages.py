@@ -1,4 +1,4 @@
-"""The truncation ages of BPTT, for the Numba engine's backward loops (see ``rnnlab.cells.base``):
+"""The truncation ages of BPTT, for the Numba engine's backward loops (see ``rnnlab.engines.loops``):
 with ``back_steps`` = k ≥ 0 a loop carries k + 1 deltas, one per age; full BPTT (k < 0) carries one.
 Each step moves every age one step back; the oldest expires."""
 

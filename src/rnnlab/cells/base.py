@@ -1,40 +1,27 @@
-"""What every recurrent cell shares: parameters, input checks, and the time loops of BPTT.
+"""What every recurrent cell shares: parameters, input checks, and the parameter gradients.
 
-A cell supplies two pure functions, ``step`` (one time step of the equations) and
-``step_backward`` (its adjoint), and the formula for its recurrent-weight gradients. This module
-runs them over time:
-
-- the input projection ``x W_x + b`` is one matmul for all T steps before the loop;
-- the forward loop stores each step's intermediates in (T, ...) buffers;
-- the backward loop walks time in reverse and stores the gradients of the pre-activations;
-- the parameter gradients are then one matmul each over all T * B rows, after the loop.
-
-Truncated BPTT (``back_steps=k``) follows the stop-gradient definition: the error injected at
-step t (``dhs[t]``) reaches the computations of steps t, t-1, ..., t-k, and the state
-h_{t-k-1} is treated as a constant. Errors injected at different steps expire at different
-steps, so the loop carries k+1 deltas at once, one per age, as an extra leading axis of size
-k+1: the step adjoint is linear, so one batched call serves all of them, and the parameter
-gradients only need their sum.
-
-Masks (T, B) mark valid steps with 1 and padding with 0. A padded step leaves the state as it
-was (h_t = h_{t-1}), contributes no parameter gradient, and passes its error through unchanged.
-Padded steps count as steps for ``back_steps``.
+A cell supplies two pure functions, ``step`` (one time step of the equations) and ``step_backward``
+(its adjoint), the formula for its recurrent-weight gradients, and (for the Numba engine) a pair of
+fused kernels beside its equations. The time loops that run them are the engines
+(``rnnlab.engines``); ``Cell.forward``/``Cell.backward`` check their inputs and hand them to the
+cell's engine, looked up by name in ``ENGINES``, which the engines fill when ``rnnlab`` is imported:
+a cell never imports an engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import numpy as np
 
-from rnnlab.cells import numba_engine
 from rnnlab.cells.cache import Cache, State
 from rnnlab.common import check_back_steps, check_dtype, check_positive_int
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 Array = np.ndarray
-ENGINES = ("numpy", "numba", "jax")
+# engine name -> a function returning the engine module (``forward`` and ``backward``); see rnnlab.engines
+ENGINES: dict[str, Callable[[], Any]] = {}
 
 
 def check_mask(mask: Any, T: int, B: int, dtype) -> Array | None:
@@ -97,6 +84,7 @@ class Cell:
 
     gates: int = 1
     state_size: int = 1  # number of state components (2 for LSTM)
+    static: tuple[str, ...] = ()  # attributes that change the equations (compiled programs are keyed by them)
 
     def __init__(
         self,
@@ -113,9 +101,8 @@ class Cell:
         engine: str = "numpy",
     ) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"engine: unknown engine {engine!r}; expected one of {ENGINES}")
+            raise ValueError(f"engine: unknown engine {engine!r}; expected one of {tuple(ENGINES)}")
         self.engine = engine
-        self._compiled = None
         self.input_size = check_positive_int(input_size, "input_size")
         self.hidden_size = check_positive_int(hidden_size, "hidden_size")
         if not isinstance(bias, (bool, np.bool_)):
@@ -208,33 +195,13 @@ class Cell:
         T, B, _ = x.shape
         state = self._initial_state(h0, B)
         m = check_mask(mask, T, B, self.dtype)
-        if self.engine == "jax":
-            return self.compiled().forward(x, state, m)
-        if self.engine == "numba":
-            return numba_engine.forward(self, x, state, m)
-        p = self.params
-        xw = (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)  # (T, B, G*H)
-        if "b" in p:
-            xw += p["b"]
-        cache = Cache(x, m, state, tuple(np.empty((T, B, self.hidden_size), self.dtype) for _ in state))
-        for t in range(T):
-            new, step_cache = self.step(p, xw[t], state)
-            if m is not None:
-                new = tuple(np.where(m[t] > 0, n, s) for n, s in zip(new, state))
-            for name, value in step_cache.items():
-                if name not in cache.steps:
-                    cache.steps[name] = np.empty((T,) + value.shape, value.dtype)
-                cache.steps[name][t] = value
-            for buf, value in zip(cache.states, new):
-                buf[t] = value
-            state = new
-        return cache.states[0], cache
+        return ENGINES[self.engine]().forward(self, x, state, m)
 
     def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None):
         """Backpropagation through time.
 
         dhs: (T, B, hidden), the error injected at each step (dL/dh_t from outside the cell).
-        back_steps: None for full BPTT; k >= 0 truncates (see the module docstring).
+        back_steps: None for full BPTT; k >= 0 truncates (see ``rnnlab.engines.loops``).
         dh_out: optional (T, B, hidden) array that receives the total error reaching each h_t
         (its injection plus everything flowing back from later steps): the gradient-flow analyses
         read ‖∂L/∂h_t‖ from it.
@@ -246,51 +213,7 @@ class Cell:
         dhs = np.asarray(dhs, dtype=self.dtype)
         if dhs.shape != (T, B, H):
             raise ValueError(f"dhs: expected shape (T, B, hidden) = ({T}, {B}, {H}), got {dhs.shape}")
-        if self.engine == "jax":
-            return self.compiled().backward(dhs, cache, k, dh_out)
-        if self.engine == "numba":
-            return numba_engine.backward(self, dhs, cache, k, dh_out)
-        p, m = self.params, cache.mask
-        prev = cache.prev_states()
-        # carried deltas, one per state component; with truncation a leading axis holds the ages
-        shape = (B, H) if k is None else (k + 1, B, H)
-        carry = [np.zeros(shape, self.dtype) for _ in range(self.state_size)]
-        dxw = np.empty((T, B, self.gates * H), self.dtype)
-        dhw = np.empty((T, B, self.gates * H), self.dtype)
-        for t in range(T - 1, -1, -1):
-            d = list(carry)
-            if k is None:
-                d[0] = d[0] + dhs[t]
-            else:
-                d[0] = d[0].copy()
-                d[0][0] += dhs[t]  # a new error enters at age 0
-            if dh_out is not None:
-                dh_out[t] = d[0] if k is None else d[0].sum(axis=0)
-            step_cache = {name: v[t] for name, v in cache.steps.items()}
-            if m is None:
-                dprev, dxw_t, dhw_t = self.step_backward(p, tuple(d), step_cache, tuple(s[t] for s in prev))
-            else:
-                dcand = tuple(m[t] * di for di in d)
-                dprev, dxw_t, dhw_t = self.step_backward(p, dcand, step_cache, tuple(s[t] for s in prev))
-                dprev = tuple(dp + (1.0 - m[t]) * di for dp, di in zip(dprev, d))
-            if k is None:
-                dxw[t], dhw[t] = dxw_t, dhw_t
-                carry = list(dprev)
-            else:
-                dxw[t], dhw[t] = dxw_t.sum(axis=0), dhw_t.sum(axis=0)
-                # ages 0..k-1 move one step back and become ages 1..k; age k expires here
-                carry = [np.concatenate([np.zeros((1, B, H), self.dtype), dp[:-1]]) for dp in dprev]
-        if k is None:
-            dstate0 = carry
-        else:
-            dstate0 = [c[1:].sum(axis=0) for c in carry]
-        grads = self._param_grads(cache, prev, dxw, dhw)
-        dx = (dxw.reshape(T * B, -1) @ p["W_x"].T).reshape(T, B, -1)
-        dh0 = dstate0[0] if self.state_size == 1 else tuple(dstate0)
-        return grads, dx, dh0
-
-    def _param_grads(self, cache: Cache, prev: State, dxw: Array, dhw: Array) -> dict[str, Array]:
-        return self.param_grads(self.params, cache.x, prev[0], cache.steps, dxw, dhw)
+        return ENGINES[self.engine]().backward(self, dhs, cache, k, dh_out)
 
     def param_grads(self, p, x, prev_h, steps, dxw, dhw, xp=np) -> dict[str, Array]:
         """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""
@@ -304,10 +227,7 @@ class Cell:
             grads["b"] = dxw2.sum(axis=0)
         return {name: grads[name] for name in p}
 
-    def compiled(self):
-        """The compiled (JAX) engine of this cell, built on first use."""
-        if self._compiled is None:
-            from rnnlab.cells.jax_engine import CompiledCell
-
-            self._compiled = CompiledCell(self)
-        return self._compiled
+    def static_config(self) -> tuple:
+        """What, besides parameter values and shapes, decides this cell's equations: its class and
+        the attributes it declares in ``static``."""
+        return (type(self),) + tuple(getattr(self, name) for name in self.static)

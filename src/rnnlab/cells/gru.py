@@ -20,13 +20,11 @@ Backward, with dh the error arriving at h':
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import njit
 
 from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
 from rnnlab.init import init_bias
 
@@ -97,6 +95,7 @@ class GRU(Cell):
     """
 
     gates = 3
+    static = ("variant",)
 
     def __init__(self, input_size: int, hidden_size: int, variant: str = "cudnn", **kwargs) -> None:
         if variant not in VARIANTS:
@@ -128,11 +127,11 @@ class GRU(Cell):
                          b_hn, state0[0], mask, cho, hs, rz, n_steps, aux)
         return (hs,), {"rz": rz, "n": n_steps, ("rh" if cho else "hw_n"): aux}
 
-    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out):
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; fills dxw and dhw (they differ in the candidate's block)."""
         H = self.hidden_size
         W_h = p["W_h"]
         cho = self.variant == "cho"
-        dxw, dhw = (np.empty(dhs.shape[:2] + (3 * H,), self.dtype) for _ in range(2))
         dh0 = gru_backward_loop(dhs, np.ascontiguousarray(W_h.T), np.ascontiguousarray(W_h[:, :2 * H].T),
                                 np.ascontiguousarray(W_h[:, 2 * H:].T), np.ascontiguousarray(prev[0]),
                                 cache.steps["rz"], cache.steps["n"], cache.steps["rh" if cho else "hw_n"], mask, cho,
@@ -152,52 +151,56 @@ class GRU(Cell):
         return grads
 
 
-# -- the fused time loops of the Numba engine (rnnlab.cells.numba_engine) ---------------------------
+# -- the fused time loops of the Numba engine (rnnlab.engines.numba) -------------------------------
 # gru_step / gru_step_backward over all T steps in one compiled loop: the recurrent matmuls in BLAS,
 # the gates as short loops. ``cho``: the candidate reads (r ⊙ h) W_hn; else r ⊙ (h W_hn + b_hn).
 # W_hrz = W_h[:, :2H] and W_hn = W_h[:, 2H:] come in as contiguous copies (and their transposes).
 
-@njit(cache=True)
-def _sigmoid(a):
-    return 0.5 * (1.0 + math.tanh(0.5 * a))
-
-
-@njit(cache=True)
+@kernel
 def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_steps, n_steps, aux_steps):
     """r, z = σ(xw_rz + h W_hrz);  n = tanh(xw_n + r ⊙ (h W_hn + b_hn)) [cudnn] or
     tanh(xw_n + (r ⊙ h) W_hn) [cho];  h' = n + z ⊙ (h − n). aux: hw_n (cudnn) or r ⊙ h (cho)."""
     T, B, H = hs.shape
     h = h0.copy()
-    h_new = np.empty((B, H), hs.dtype)
+    hw = np.empty((B, 2 * H if cho else 3 * H), hs.dtype)
+    n_pre = np.empty((B, H), hs.dtype)
+    pre = np.empty(2 * H, hs.dtype)
     for t in range(T):
-        hw = np.dot(h, W_hrz) if cho else np.dot(h, W_h)
+        np.dot(h, W_hrz if cho else W_h, hw)
         for i in range(B):
+            rz, row = rz_steps[t, i], hw[i]
             for j in range(2 * H):
-                rz_steps[t, i, j] = _sigmoid(xw[t, i, j] + hw[i, j] + b_h[j])
+                pre[j] = xw[t, i, j] + row[j] + b_h[j]
+            for j in range(2 * H):
+                rz[j] = kernel_sigmoid(pre[j])
         if cho:
             for i in range(B):
                 for j in range(H):
                     aux_steps[t, i, j] = rz_steps[t, i, j] * h[i, j]
-            n_pre = np.dot(aux_steps[t], W_hn)
+            np.dot(aux_steps[t], W_hn, n_pre)
             for i in range(B):
                 for j in range(H):
-                    n_steps[t, i, j] = math.tanh(xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j])
+                    pre[j] = xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j]
+                for j in range(H):
+                    n_steps[t, i, j] = kernel_tanh(pre[j])
         else:
             for i in range(B):
+                aux, r = aux_steps[t, i], rz_steps[t, i]
                 for j in range(H):
-                    hw_n = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
-                    aux_steps[t, i, j] = hw_n
-                    n_steps[t, i, j] = math.tanh(xw[t, i, 2 * H + j] + rz_steps[t, i, j] * hw_n)
+                    aux[j] = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
+                for j in range(H):
+                    pre[j] = xw[t, i, 2 * H + j] + r[j] * aux[j]
+                for j in range(H):
+                    n_steps[t, i, j] = kernel_tanh(pre[j])
         for i in range(B):
-            for j in range(H):
-                n = n_steps[t, i, j]
-                h_new[i, j] = n + rz_steps[t, i, H + j] * (h[i, j] - n)
             if mask[t, i] > 0.0:
-                h[i] = h_new[i]
+                n, z = n_steps[t, i], rz_steps[t, i, H:]
+                for j in range(H):
+                    h[i, j] = n[j] + z[j] * (h[i, j] - n[j])
         hs[t] = h
 
 
-@njit(cache=True)
+@kernel
 def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_steps, mask, cho, back_steps,
                       dxw, dhw, dh_out):
     """dn_pre = dh ⊙ (1 − z)(1 − n²);  dz_pre = dh ⊙ (h − n) z(1 − z);  dh_prev = dh ⊙ z + ...:
@@ -207,53 +210,59 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
     T, B, H = dhs.shape
     carry = new_carry(back_steps, B, H, dhs)
     A = carry.shape[0]
-    dpre = np.empty((A, B, 3 * H), dhs.dtype)    # [dr_pre, dz_pre, dn_pre] of each age (the dxw blocks)
-    drh = np.zeros((A, B, H), dhs.dtype)
+    dpre = np.empty((A * B, 3 * H), dhs.dtype)     # [dr_pre, dz_pre, dn_pre] of each age (the dxw blocks)
+    dhw_ages = np.empty((A * B, 3 * H), dhs.dtype)
+    drh = np.zeros((A * B, H), dhs.dtype)
+    dprev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
         carry[0] += dhs[t]
-        for i in range(B):
-            m = mask[t, i]
-            for j in range(H):
-                r, z, n, h = rz_steps[t, i, j], rz_steps[t, i, H + j], n_steps[t, i, j], prev_h[t, i, j]
-                total = 0.0
-                for s in range(A):
-                    d = m * carry[s, i, j]
-                    total += carry[s, i, j]
-                    dpre[s, i, 2 * H + j] = d * (1.0 - z) * (1.0 - n * n)
-                    dpre[s, i, H + j] = d * (h - n) * z * (1.0 - z)
-                    if not cho:
-                        dpre[s, i, j] = dpre[s, i, 2 * H + j] * aux_steps[t, i, j] * r * (1.0 - r)
-                dh_out[t, i, j] = total
-        if cho:
-            drh = np.dot(dpre[:, :, 2 * H:].copy().reshape(A * B, H), W_hnT).reshape(A, B, H)
-            for s in range(A):
-                for i in range(B):
-                    for j in range(H):
-                        r = rz_steps[t, i, j]
-                        dpre[s, i, j] = drh[s, i, j] * prev_h[t, i, j] * r * (1.0 - r)
-            dprev = np.dot(dpre[:, :, :2 * H].copy().reshape(A * B, 2 * H), W_hrzT).reshape(A, B, H)
-            dhw_ages = dpre
-        else:
-            dhw_ages = dpre.copy()
-            for s in range(A):
-                for i in range(B):
-                    for j in range(H):
-                        dhw_ages[s, i, 2 * H + j] *= rz_steps[t, i, j]   # the n block of dhw is dn_pre ⊙ r
-            dprev = np.dot(dhw_ages.reshape(A * B, 3 * H), W_hT).reshape(A, B, H)
-        for i in range(B):
-            m = mask[t, i]
-            for j in range(3 * H):
-                x_total, h_total = 0.0, 0.0
-                for s in range(A):
-                    x_total += dpre[s, i, j]
-                    h_total += dhw_ages[s, i, j]
-                dxw[t, i, j] = x_total
-                dhw[t, i, j] = h_total
-            for s in range(A):
+        dh_out[t] = carry[0]
+        for s in range(1, A):
+            dh_out[t] += carry[s]
+        for s in range(A):
+            for i in range(B):
+                m = mask[t, i]
+                r, z, n, h = rz_steps[t, i, :H], rz_steps[t, i, H:], n_steps[t, i], prev_h[t, i]
+                d, dp = carry[s, i], dpre[s * B + i]
                 for j in range(H):
-                    d = m * carry[s, i, j]
-                    dprev[s, i, j] += d * rz_steps[t, i, H + j] + (1.0 - m) * carry[s, i, j]
-                    if cho:
-                        dprev[s, i, j] += drh[s, i, j] * rz_steps[t, i, j]
-        step_back(carry, dprev, back_steps)
+                    dp[2 * H + j] = m * d[j] * (1.0 - z[j]) * (1.0 - n[j] * n[j])
+                for j in range(H):
+                    dp[H + j] = m * d[j] * (h[j] - n[j]) * z[j] * (1.0 - z[j])
+                if not cho:
+                    aux = aux_steps[t, i]
+                    for j in range(H):
+                        dp[j] = dp[2 * H + j] * aux[j] * r[j] * (1.0 - r[j])
+        if cho:
+            np.dot(np.ascontiguousarray(dpre[:, 2 * H:]), W_hnT, drh)
+            for s in range(A):
+                for i in range(B):
+                    r, h, dp, dr = rz_steps[t, i, :H], prev_h[t, i], dpre[s * B + i], drh[s * B + i]
+                    for j in range(H):
+                        dp[j] = dr[j] * h[j] * r[j] * (1.0 - r[j])
+            np.dot(np.ascontiguousarray(dpre[:, :2 * H]), W_hrzT, dprev)
+            dhw_ages[:] = dpre
+        else:
+            dhw_ages[:] = dpre
+            for s in range(A):
+                for i in range(B):
+                    r, dh_n = rz_steps[t, i, :H], dhw_ages[s * B + i, 2 * H:]
+                    for j in range(H):
+                        dh_n[j] *= r[j]                 # the n block of dhw is dn_pre ⊙ r
+            np.dot(dhw_ages, W_hT, dprev)
+        dxw[t] = dpre[:B]
+        dhw[t] = dhw_ages[:B]
+        for s in range(1, A):
+            dxw[t] += dpre[s * B:(s + 1) * B]
+            dhw[t] += dhw_ages[s * B:(s + 1) * B]
+        for s in range(A):
+            for i in range(B):
+                m = mask[t, i]
+                z, d, out = rz_steps[t, i, H:], carry[s, i], dprev[s * B + i]
+                for j in range(H):
+                    out[j] += m * d[j] * z[j] + (1.0 - m) * d[j]
+                if cho:
+                    r, dr = rz_steps[t, i, :H], drh[s * B + i]
+                    for j in range(H):
+                        out[j] += dr[j] * r[j]
+        step_back(carry, dprev.reshape(A, B, H), back_steps)
     return initial_state_delta(carry, back_steps)

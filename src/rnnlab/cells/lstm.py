@@ -13,13 +13,11 @@ Backward, with (dh, dc) the errors arriving at (h', c'):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import njit
 
 from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
 
 
@@ -90,46 +88,48 @@ class LSTM(Cell):
         lstm_forward_loop(xw, np.ascontiguousarray(p["W_h"]), b_h, state0[0], state0[1], mask, hs, cs, s, g, tc)
         return (hs, cs), {"s": s, "g": g, "tc": tc}
 
-    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out):
-        da = np.empty(dhs.shape[:2] + (4 * self.hidden_size,), self.dtype)
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives da (for an LSTM dxw = dhw, so dhw is unused)."""
         dh0, dc0 = lstm_backward_loop(dhs, np.ascontiguousarray(p["W_h"].T), np.ascontiguousarray(prev[1]),
-                                      cache.steps["s"], cache.steps["g"], cache.steps["tc"], mask, back_steps, da,
+                                      cache.steps["s"], cache.steps["g"], cache.steps["tc"], mask, back_steps, dxw,
                                       dh_out)
-        return da, da, (dh0, dc0)
+        return dxw, dxw, (dh0, dc0)
 
 
-# -- the fused time loops of the Numba engine (rnnlab.cells.numba_engine) ---------------------------
+# -- the fused time loops of the Numba engine (rnnlab.engines.numba) ---------------------------
 # lstm_step / lstm_step_backward over all T steps in one compiled loop: the recurrent matmul in
 # BLAS, the gates as short loops.
 
-@njit(cache=True)
-def _sigmoid(a):
-    return 0.5 * (1.0 + math.tanh(0.5 * a))
-
-
-@njit(cache=True)
+@kernel
 def lstm_forward_loop(xw, W_h, b_h, h0, c0, mask, hs, cs, s_steps, g_steps, tc_steps):
     """[i, f, g, o] = xw + h W_h + b_h → σ, σ, tanh, σ;  c' = f ⊙ c + i ⊙ g;  h' = o ⊙ tanh(c')."""
     T, B, H = hs.shape
     h, c = h0.copy(), c0.copy()
+    a = np.empty((B, 4 * H), hs.dtype)
     for t in range(T):
-        a = np.dot(h, W_h)
+        np.dot(h, W_h, a)
         for i in range(B):
-            keep = mask[t, i] > 0.0
+            pre, s, g, tc = a[i], s_steps[t, i], g_steps[t, i], tc_steps[t, i]
             for j in range(4 * H):
-                s_steps[t, i, j] = _sigmoid(xw[t, i, j] + a[i, j] + b_h[j])
+                pre[j] += xw[t, i, j] + b_h[j]
+            for j in range(4 * H):
+                s[j] = kernel_sigmoid(pre[j])
             for j in range(H):
-                g = math.tanh(xw[t, i, 2 * H + j] + a[i, 2 * H + j] + b_h[2 * H + j])
-                c_new = s_steps[t, i, H + j] * c[i, j] + s_steps[t, i, j] * g
-                tc = math.tanh(c_new)
-                g_steps[t, i, j], tc_steps[t, i, j] = g, tc
-                if keep:
-                    c[i, j] = c_new
-                    h[i, j] = s_steps[t, i, 3 * H + j] * tc
+                g[j] = kernel_tanh(pre[2 * H + j])
+            if mask[t, i] > 0.0:
+                for j in range(H):
+                    c[i, j] = s[H + j] * c[i, j] + s[j] * g[j]
+                for j in range(H):
+                    tc[j] = kernel_tanh(c[i, j])
+                for j in range(H):
+                    h[i, j] = s[3 * H + j] * tc[j]
+            else:
+                for j in range(H):
+                    tc[j] = kernel_tanh(s[H + j] * c[i, j] + s[j] * g[j])
         hs[t], cs[t] = h, c
 
 
-@njit(cache=True)
+@kernel
 def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back_steps, da_sum, dh_out):
     """dc_total = dc + dh ⊙ o(1 − tanh²c');  da = [dc_total g i(1−i), dc_total c f(1−f),
     dc_total i (1 − g²), dh tanh(c') o(1−o)];  dh_prev = da W_hᵀ, dc_prev = dc_total ⊙ f; for every
@@ -137,37 +137,42 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
     T, B, H = dhs.shape
     carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     A = carry_h.shape[0]
-    da = np.empty((A, B, 4 * H), dhs.dtype)
+    da = np.empty((A * B, 4 * H), dhs.dtype)
+    dc_total = np.empty(H, dhs.dtype)
     dc_prev = np.empty((A, B, H), dhs.dtype)
+    dh_prev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
         carry_h[0] += dhs[t]
-        for i in range(B):
-            m = mask[t, i]
-            for j in range(H):
-                ig, f, o = s_steps[t, i, j], s_steps[t, i, H + j], s_steps[t, i, 3 * H + j]
-                g, tc, c = g_steps[t, i, j], tc_steps[t, i, j], prev_c[t, i, j]
-                total = 0.0
-                for s in range(A):
-                    dh, dc = m * carry_h[s, i, j], m * carry_c[s, i, j]
-                    total += carry_h[s, i, j]
-                    dc_total = dc + dh * o * (1.0 - tc * tc)
-                    da[s, i, j] = dc_total * g * ig * (1.0 - ig)
-                    da[s, i, H + j] = dc_total * c * f * (1.0 - f)
-                    da[s, i, 2 * H + j] = dc_total * ig * (1.0 - g * g)
-                    da[s, i, 3 * H + j] = dh * tc * o * (1.0 - o)
-                    dc_prev[s, i, j] = dc_total * f + (1.0 - m) * carry_c[s, i, j]
-                dh_out[t, i, j] = total
-            for j in range(4 * H):
-                tot = 0.0
-                for s in range(A):
-                    tot += da[s, i, j]
-                da_sum[t, i, j] = tot
-        dh_prev = np.dot(da.reshape(A * B, 4 * H), W_hT).reshape(A, B, H)
+        dh_out[t] = carry_h[0]
+        for s in range(1, A):
+            dh_out[t] += carry_h[s]
+        for s in range(A):
+            for i in range(B):
+                m = mask[t, i]
+                ig, f, g, o = s_steps[t, i, :H], s_steps[t, i, H:2 * H], g_steps[t, i], s_steps[t, i, 3 * H:]
+                tc, c, dh, dc, d = tc_steps[t, i], prev_c[t, i], carry_h[s, i], carry_c[s, i], da[s * B + i]
+                for j in range(H):
+                    dc_total[j] = m * (dc[j] + dh[j] * o[j] * (1.0 - tc[j] * tc[j]))
+                for j in range(H):
+                    d[j] = dc_total[j] * g[j] * ig[j] * (1.0 - ig[j])
+                for j in range(H):
+                    d[H + j] = dc_total[j] * c[j] * f[j] * (1.0 - f[j])
+                for j in range(H):
+                    d[2 * H + j] = dc_total[j] * ig[j] * (1.0 - g[j] * g[j])
+                for j in range(H):
+                    d[3 * H + j] = m * dh[j] * tc[j] * o[j] * (1.0 - o[j])
+                for j in range(H):
+                    dc_prev[s, i, j] = dc_total[j] * f[j] + (1.0 - m) * dc[j]
+        da_sum[t] = da[:B]
+        for s in range(1, A):
+            da_sum[t] += da[s * B:(s + 1) * B]
+        np.dot(da, W_hT, dh_prev)
         for s in range(A):
             for i in range(B):
                 keep = 1.0 - mask[t, i]
-                for j in range(H):
-                    dh_prev[s, i, j] += keep * carry_h[s, i, j]
-        step_back(carry_h, dh_prev, back_steps)
+                if keep > 0.0:
+                    for j in range(H):
+                        dh_prev[s * B + i, j] += keep * carry_h[s, i, j]
+        step_back(carry_h, dh_prev.reshape(A, B, H), back_steps)
         step_back(carry_c, dc_prev, back_steps)
     return initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps)

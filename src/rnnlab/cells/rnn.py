@@ -11,13 +11,11 @@ Backward, with dh the error arriving at h_t:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import njit
 
 from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
 from rnnlab.cells.base import Cell
+from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu")
@@ -68,6 +66,7 @@ class RNN(Cell):
     """
 
     gates = 1
+    static = ("activation",)
 
     def __init__(self, input_size: int, hidden_size: int, activation: str = "tanh", **kwargs) -> None:
         if activation not in ACTIVATIONS:
@@ -89,80 +88,92 @@ class RNN(Cell):
                          hs, h_steps)
         return (hs,), {"h": h_steps}
 
-    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out):
-        dxw = np.empty_like(dhs)
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives da (dxw = dhw here, so dhw is unused)."""
         dh0 = rnn_backward_loop(dhs, np.ascontiguousarray(p["W_h"].T), cache.steps["h"], mask,
                                 ACTIVATIONS.index(self.activation), back_steps, dxw, dh_out)
         return dxw, dxw, (dh0,)
 
 
-# -- the fused time loops of the Numba engine (rnnlab.cells.numba_engine) ---------------------------
+# -- the fused time loops of the Numba engine (rnnlab.engines.numba) -------------------------------
 # The same equations as rnn_step / rnn_step_backward, over all T steps in one compiled loop. The
 # recurrent matmul goes to BLAS (np.dot); the rest is short elementwise loops. ``act``: 0 tanh,
 # 1 sigmoid, 2 relu. ``mask`` (T, B) is all ones when there is none. ``back_steps`` < 0 is full BPTT;
-# k >= 0 carries k + 1 ages of deltas (see rnnlab.cells.base).
+# k >= 0 carries k + 1 ages of deltas (see rnnlab.engines.loops).
 
-@njit(cache=True)
-def _act(a, act):
+@inline
+def _activate_row(a, out, act):
+    """out = act(a) over one row; the branch outside the loop so that each loop vectorises."""
     if act == 0:
-        return math.tanh(a)
-    if act == 1:
-        return 0.5 * (1.0 + math.tanh(0.5 * a))
-    return a if a > 0.0 else 0.0
+        for j in range(a.size):
+            out[j] = kernel_tanh(a[j])
+    elif act == 1:
+        for j in range(a.size):
+            out[j] = kernel_sigmoid(a[j])
+    else:
+        for j in range(a.size):
+            out[j] = max(a[j], 0.0)
 
 
-@njit(cache=True)
-def _act_grad(h, act):
+@inline
+def _scale_by_activation_grad(d, h, out, act):
+    """out = d ⊙ act′, act′ written through h = act(a): 1 − h², h(1 − h), [h > 0]."""
     if act == 0:
-        return 1.0 - h * h
-    if act == 1:
-        return h * (1.0 - h)
-    return 1.0 if h > 0.0 else 0.0
+        for j in range(d.size):
+            out[j] = d[j] * (1.0 - h[j] * h[j])
+    elif act == 1:
+        for j in range(d.size):
+            out[j] = d[j] * h[j] * (1.0 - h[j])
+    else:
+        for j in range(d.size):
+            out[j] = d[j] if h[j] > 0.0 else 0.0
 
 
-@njit(cache=True)
+@kernel
 def rnn_forward_loop(xw, W_h, b_h, h0, mask, act, hs, h_steps):
     """a_t = xw_t + h_{t−1} W_h + b_h;  h_t = act(a_t) (kept as h_{t−1} where mask is 0)."""
     T, B, H = hs.shape
     h = h0.copy()
+    a = np.empty((B, H), hs.dtype)
     for t in range(T):
-        a = np.dot(h, W_h)
+        np.dot(h, W_h, a)
         for i in range(B):
+            pre = a[i]
             for j in range(H):
-                h_new = _act(xw[t, i, j] + a[i, j] + b_h[j], act)
-                h_steps[t, i, j] = h_new
-                if mask[t, i] > 0.0:
-                    h[i, j] = h_new
+                pre[j] += xw[t, i, j] + b_h[j]
+            _activate_row(pre, h_steps[t, i], act)
+            if mask[t, i] > 0.0:
+                h[i] = h_steps[t, i]
         hs[t] = h
 
 
-@njit(cache=True)
+@kernel
 def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
     """da = dh ⊙ act′ (through h);  dh_{t−1} = da W_hᵀ, for every age of the carried deltas at once;
     masked steps pass their delta through. Returns dh0; dxw (= dhw) and dh_out are filled."""
     T, B, H = dhs.shape
     carry = new_carry(back_steps, B, H, dhs)
     A = carry.shape[0]
-    da = np.empty((A, B, H), dhs.dtype)
+    da = np.empty((A * B, H), dhs.dtype)
+    dprev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
         carry[0] += dhs[t]
-        for i in range(B):
-            m = mask[t, i]
-            for j in range(H):
-                g = _act_grad(h_steps[t, i, j], act)
-                total = 0.0
-                for s in range(A):
-                    da[s, i, j] = m * carry[s, i, j] * g
-                    total += carry[s, i, j]
-                    dh_out[t, i, j] = total
-                dxw[t, i, j] = 0.0
-                for s in range(A):
-                    dxw[t, i, j] += da[s, i, j]
-        dprev = np.dot(da.reshape(A * B, H), W_hT).reshape(A, B, H)
-        for i in range(B):
-            keep = 1.0 - mask[t, i]
-            for s in range(A):
-                for j in range(H):
-                    dprev[s, i, j] += keep * carry[s, i, j]
-        step_back(carry, dprev, back_steps)
+        dh_out[t] = carry[0]
+        for s in range(1, A):
+            dh_out[t] += carry[s]
+        for s in range(A):
+            for i in range(B):
+                if mask[t, i] > 0.0:
+                    _scale_by_activation_grad(carry[s, i], h_steps[t, i], da[s * B + i], act)
+                else:
+                    da[s * B + i] = 0.0
+        dxw[t] = da[:B]
+        for s in range(1, A):
+            dxw[t] += da[s * B:(s + 1) * B]
+        np.dot(da, W_hT, dprev)
+        for s in range(A):
+            for i in range(B):
+                if mask[t, i] == 0.0:   # a padded step passes its delta through
+                    dprev[s * B + i] += carry[s, i]
+        step_back(carry, dprev.reshape(A, B, H), back_steps)
     return initial_state_delta(carry, back_steps)

@@ -9,6 +9,7 @@ the task's study settings and the experiment's overrides; nothing here trains by
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -202,12 +203,15 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
-                   replicas: bool = False) -> dict[str, Any]:
+                   replicas: bool = False, engine: str | None = None) -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
-    analyses, and write results.json / results.csv. Returns the results dict (the report's input)."""
+    analyses, and write results.json / results.csv. Returns the results dict (the report's input).
+    ``engine``: train every configuration on this engine (default: the settings' default engine)."""
     exp_dir = Path(out_root) / exp.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
+    if engine is not None:
+        specs = [dataclasses.replace(s, settings={**s.settings, "engine": engine}) for s in specs]
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")

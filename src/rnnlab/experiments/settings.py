@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
+from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.optim import OPTIMIZERS, SCHEDULES
 from rnnlab.train import TrainConfig, load_checkpoint, load_params
@@ -88,8 +89,10 @@ def settings_table() -> list[Setting]:
         Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
-        Setting("engine", "numpy", str, "time loops: numpy (the reference), numba (fused, compiled: faster at "
-                "hidden x batch below ~300) or jax (needs the jax extra)", ("numpy", "numba", "jax")),
+        Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: numba (fused, compiled kernels), numpy "
+                "(the reference) or jax (needs the jax extra)", tuple(ENGINES)),
+        Setting("threads", None, _optional_int, "BLAS threads while training and evaluating (none = chosen "
+                "from the model's size: 1 for small models)"),
     ]
 
 
@@ -105,7 +108,7 @@ def convert(setting: Setting, value: Any, where: str) -> Any:
 
 def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
-              "init_scale": settings["init_scale"], "engine": settings.get("engine", "numpy")}
+              "init_scale": settings["init_scale"], "engine": settings.get("engine", DEFAULT_TRAINING_ENGINE)}
     if settings["cell"] == "gru":
         kwargs["variant"] = settings["variant"]
     if settings["cell"] == "rnn":
@@ -173,14 +176,19 @@ class Trained(NamedTuple):
     parameters: str        # "best-dev" or "last epoch"
 
 
-def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | None = None) -> Trained:
+def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | None = None,
+                 engine: str | None = None) -> Trained:
     """A checkpoint written by a training run, rebuilt: its task and model (from the run settings
     stored in it) holding the best-dev parameters when it has them (``last=True``: the last
-    epoch's). ``task``: one built before from the same settings, to skip loading the data again."""
+    epoch's). ``task``: one built before from the same settings, to skip loading the data again.
+    ``engine``: run the model on this engine instead of the one it was trained with."""
     arrays, meta = load_checkpoint(checkpoint)
     settings = meta.get("run", {}).get("settings")
     if not settings:
         raise ValueError(f"checkpoint {checkpoint}: no run settings recorded; cannot rebuild the model")
+    if engine is not None:
+        engine_setting = next(s for s in settings_table() if s.name == "engine")
+        settings = dict(settings, engine=convert(engine_setting, engine, "--engine"))
     task, model = build(settings, task)
     best = any(k.startswith("best/") for k in arrays) and not last
     load_params(model, arrays, "best" if best else "param", str(checkpoint))

@@ -1,0 +1,56 @@
+"""The reference engine: a Python loop over the cell's ``step`` and ``step_backward`` in NumPy.
+
+- the input projection ``x W_x + b`` is one matmul for all T steps before the loop;
+- the forward loop stores each step's intermediates in (T, ...) buffers;
+- the backward loop walks time in reverse, carrying deltas (with ages under truncation, see
+  ``rnnlab.engines.loops``) and storing the gradients of the pre-activations;
+- the parameter gradients are then one matmul each over all T·B rows, after the loop
+  (``cell.param_grads``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rnnlab.cells.cache import Cache
+from rnnlab.engines import loops
+
+
+def forward(cell, x: np.ndarray, state: tuple, m: np.ndarray | None) -> tuple[np.ndarray, Cache]:
+    p = cell.params
+    T, B, _ = x.shape
+    xw = loops.project_input(p, x, np)                       # (T, B, G·H)
+    cache = Cache(x, m, state, tuple(np.empty((T, B, cell.hidden_size), cell.dtype) for _ in state))
+    for t in range(T):
+        new, step_cache = cell.step(p, xw[t], state)
+        if m is not None:
+            new = tuple(np.where(m[t] > 0, n, s) for n, s in zip(new, state))
+        for name, value in step_cache.items():
+            if name not in cache.steps:
+                cache.steps[name] = np.empty((T,) + value.shape, value.dtype)
+            cache.steps[name][t] = value
+        for buf, value in zip(cache.states, new):
+            buf[t] = value
+        state = new
+    return cache.states[0], cache
+
+
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
+    p, m = cell.params, cache.mask
+    T, B, _ = cache.x.shape
+    prev = cache.prev_states()
+    carry = loops.new_carry((B, cell.hidden_size), k, cell.state_size, cell.dtype, np)
+    dxw = np.empty((T, B, cell.gates * cell.hidden_size), cell.dtype)
+    dhw = np.empty_like(dxw)
+    for t in range(T - 1, -1, -1):
+        m_t = None if m is None else m[t]
+        d = loops.inject(carry, dhs[t], k, np)
+        if dh_out is not None:
+            dh_out[t] = loops.total_error(d[0], k)
+        step_cache = {name: v[t] for name, v in cache.steps.items()}
+        dprev, dxw_t, dhw_t = cell.step_backward(p, loops.masked_deltas(d, m_t), step_cache,
+                                                 tuple(s[t] for s in prev))
+        dxw[t], dhw[t] = loops.sum_ages(dxw_t, k), loops.sum_ages(dhw_t, k)
+        carry = loops.step_back(loops.pass_padding(dprev, d, m_t), k, np)
+    grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
+    return grads, loops.input_gradient(p, dxw), loops.shaped_like_h0(loops.initial_state_delta(carry, k))
