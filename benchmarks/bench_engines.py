@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import rnnlab  # noqa: E402
+from rnnlab.engines.threads import blas_threads, choose_threads  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
 
 if not ALL_CORES:
@@ -68,6 +69,8 @@ def contenders(kind: str, T: int, B: int, I: int, H: int, dtype):
         def step(cell=cell):
             hs, cache = cell.forward(x)
             cell.backward(upstream, cache)
+        # all cores: the thread count fit and evaluate would choose, set around the block (in_blocks)
+        step.threads = choose_threads(B, H, cell.gates)
         out[engine] = step
     module = to_torch(rnnlab.make_cell(kind, I, H, seed=0, dtype=dtype))
     xt, ut = torch.tensor(x, requires_grad=True), torch.tensor(upstream)
@@ -98,13 +101,14 @@ def in_blocks(steps: dict, repeats: int, pause: float = 1.0) -> dict[str, float]
     """All-core figures: each contender's repeats in one block (median wall time), pauses between."""
     out = {}
     for name, step in steps.items():
-        step()
-        step()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
+        with blas_threads(getattr(step, "threads", os.cpu_count() or 1)):
             step()
-            times.append(time.perf_counter() - t)
+            step()
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t)
         out[name] = statistics.median(times)
         time.sleep(pause)
     return out

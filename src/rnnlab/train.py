@@ -262,7 +262,7 @@ def training_threads(model: RecurrentModel, batch_size: int, threads: int | None
     """``threads`` when given, else the count rnnlab.engines.threads chooses for the model's widest layer."""
     if threads is not None:
         return threads
-    return max(choose_threads(layer.engine, batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
+    return max(choose_threads(batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
 
 
 def fit(

@@ -1,52 +1,75 @@
 """How many BLAS threads a training run uses, chosen from the model's size.
 
-Small recurrent matmuls pay more for waking threads than they gain, and the Numba engine's kernels
-call a second OpenBLAS (SciPy's, through Numba) whose threads spin against NumPy's. Measured on this
-project's 2-core machine (wall time of one forward + backward, float32; ``benchmarks/bench_threads.py``
-reprints it):
+Two BLAS libraries are at work: NumPy's OpenBLAS runs the matmuls over all T·B rows (the input
+projection, the weight gradients, dx) and the NumPy engine's per-step matmuls; the Numba kernels'
+per-step matmuls go through SciPy's OpenBLAS (Numba calls BLAS through SciPy). Small matmuls pay
+more for waking threads than they gain, and two pools of spinning threads on the same cores slow
+each other down. Measured on this project's 2-core machine (wall ms of one forward + backward,
+float32; ``benchmarks/bench_threads.py`` reprints it):
 
-    cell   T    B    in   hidden   numba 1 / 2 threads   numpy 1 / 2 threads (ms)
-    lstm   35   5    50   50        0.54 /   0.48          2.26 /   1.94
-    lstm   35   20   200  200      21.7  /  46.1          29.3  /  20.0
-    lstm   100  64   88   256     221    / 281           251    / 178
-    gru    100  64   88   256     155    / 238           165    / 118
-    lstm   35   100  256  512     484    / 393           497    / 309
+    cell  (T, B, in, hidden)    numba: NumPy's/SciPy's threads     numpy engine: threads
+                                1/1      2/1      2/2              1        2
+    lstm  (35, 5, 50, 50)        0.54     –        0.48             2.26     1.94
+    lstm  (35, 20, 200, 200)    22.6     21.0     69.6             29.3     20.0
+    lstm  (100, 64, 88, 256)   229      180      309              251      178
+    gru   (100, 64, 88, 256)   147      129      222              165      118
+    lstm  (35, 100, 256, 512)  469      357      389              497      309
 
-So the rule: the Numba engine uses one thread unless a step's recurrent matmul has at least
-``NUMBA_MIN_WORK`` multiply-adds (batch × hidden × gates·hidden); the NumPy and JAX engines use
-every core from ``NUMPY_MIN_WORK`` on. Never more than the threads the process was started with
-(a runner's worker is pinned to 1), and ``threads=N`` (``--threads N``) overrides the rule.
+So the rule: the kernels' BLAS (SciPy's) always runs on 1 thread; NumPy's BLAS uses every available
+core once a step's recurrent matmul has ``MIN_WORK`` multiply-adds (batch × hidden × gates·hidden),
+else 1. Never more than the threads the process was started with (a runner's worker is pinned to
+1), and ``threads=N`` (``--threads N``) overrides the rule for NumPy's BLAS.
 """
 
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
-from threadpoolctl import threadpool_info, threadpool_limits
+import numpy as np
+import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's kernels call: loaded now so that it can be limited)
+from threadpoolctl import ThreadpoolController
 
-NUMBA_MIN_WORK = 50_000_000
-NUMPY_MIN_WORK = 1_000_000
+MIN_WORK = 1_000_000
+_NUMPY_DIR = Path(np.__file__).resolve().parent
+
+
+def _blas_pools() -> tuple[list, list]:
+    """(NumPy's BLAS libraries, every other BLAS library loaded), as threadpoolctl controllers."""
+    controller = ThreadpoolController()
+    ours, others = [], []
+    for lib in controller.select(user_api="blas").lib_controllers:
+        path = Path(lib.filepath).resolve()
+        in_numpy = _NUMPY_DIR.parent in path.parents and path.parts[len(_NUMPY_DIR.parent.parts)].startswith("numpy")
+        (ours if in_numpy else others).append(lib)
+    if not ours:  # one shared BLAS (e.g. a conda environment): it is NumPy's
+        ours, others = others, []
+    return ours, others
 
 
 def available_threads() -> int:
-    """The BLAS threads this process may use now: the largest pool's size (1 inside a pinned worker)."""
-    sizes = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    """The BLAS threads this process may use now: NumPy's pool size (1 inside a pinned worker)."""
+    ours, _ = _blas_pools()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(max(sizes, default=cores), cores))
+    return max(1, min(max((lib.num_threads for lib in ours), default=cores), cores))
 
 
-def choose_threads(engine: str, batch: int, hidden: int, gates: int) -> int:
-    """The thread count the rule above gives for one layer's step: 1, or every available thread."""
-    work = batch * hidden * gates * hidden
-    minimum = NUMBA_MIN_WORK if engine == "numba" else NUMPY_MIN_WORK
-    return available_threads() if work >= minimum else 1
+def choose_threads(batch: int, hidden: int, gates: int) -> int:
+    """The thread count of NumPy's BLAS that the rule above gives for one layer: 1, or all available."""
+    return available_threads() if batch * hidden * gates * hidden >= MIN_WORK else 1
 
 
 @contextmanager
 def blas_threads(n: int):
-    """Run the block with every BLAS pool (NumPy's, SciPy's, Numba's through SciPy) limited to n threads."""
+    """Run the block with NumPy's BLAS limited to n threads and every other BLAS (the one the Numba
+    kernels call) to 1."""
     if n < 1:
         raise ValueError(f"threads: expected a positive count, got {n}")
-    with threadpool_limits(limits=n, user_api="blas"):
+    ours, others = _blas_pools()
+    with ExitStack() as stack:
+        for lib, limit in [(lib, n) for lib in ours] + [(lib, 1) for lib in others]:
+            previous = lib.num_threads
+            lib.set_num_threads(limit)
+            stack.callback(lib.set_num_threads, previous)
         yield

@@ -1,0 +1,62 @@
+"""Wall time of one training step (forward + full BPTT) with 1 BLAS thread and with every core, per
+engine: the measurement behind the thread rule of ``rnnlab.engines.threads``.
+
+    python benchmarks/bench_threads.py [--seconds 1.0]
+
+Each cell of the table is the best of two one-second blocks (wall time: threads are the point),
+alternating 1 thread and all cores so that drifting load on the machine hits both; the last column
+is what the rule picks for that size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import rnnlab
+from rnnlab.engines.threads import blas_threads, choose_threads
+
+SIZES = [("lstm", (35, 5, 50, 50)), ("lstm", (35, 20, 200, 200)), ("lstm", (100, 64, 88, 256)),
+         ("gru", (100, 64, 88, 256)), ("lstm", (35, 100, 256, 512))]
+
+
+def block(step, threads: int, seconds: float) -> float:
+    with blas_threads(threads):
+        step()
+        t, reps = time.perf_counter(), 0
+        while time.perf_counter() - t < seconds:
+            step()
+            reps += 1
+        return (time.perf_counter() - t) / reps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    print(f"rnnlab {rnnlab.__version__}, float32, wall ms per training step, 1 thread / {cores} threads")
+    print(f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4}  {'engine':6} {'1 thread':>9} {'all':>9}  rule")
+    for kind, (T, B, I, H) in SIZES:
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(T, B, I)).astype(np.float32)
+        upstream = rng.normal(size=(T, B, H)).astype(np.float32)
+        for engine in ("numba", "numpy"):
+            cell = rnnlab.make_cell(kind, I, H, seed=0, dtype=np.float32, engine=engine)
+
+            def step(cell=cell, x=x, upstream=upstream):
+                hs, cache = cell.forward(x)
+                cell.backward(upstream, cache)
+            times = {1: [], cores: []}
+            for _ in range(2):
+                for n in times:
+                    times[n].append(block(step, n, args.seconds))
+            print(f"{kind:5} {T:4d} {B:4d} {I:4d} {H:4d}  {engine:6} {min(times[1]) * 1e3:9.2f} "
+                  f"{min(times[cores]) * 1e3:9.2f}  {choose_threads(B, H, cell.gates)}")
+
+
+if __name__ == "__main__":
+    main()
