@@ -18,6 +18,7 @@ from rnnlab.experiments.settings import (
     default_settings,
     jsonable,
     load_trained,
+    read_toml,
     resolve_settings,
     settings_table,
     train_config,
@@ -80,28 +81,24 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
                             help=f"{s.help}{choices} (default: {shown})")
 
 
-def _read_toml(path: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"--config {path}: no such file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"--config {path}: not valid TOML ({err})") from None
-    return {k.replace("-", "_"): v for k, v in data.items()}
-
-
 def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """Built-in defaults < the task's study defaults < --config TOML < command-line flags."""
-    sources = [(f"--config {args.config}", _read_toml(args.config))] if args.config else []
+    """Built-in defaults < the task's study defaults < --config TOML < command-line flags. A
+    ``[task_options]`` table in the file goes to the task (as in the files ``rnnlab sweep`` writes)."""
+    sources, task_options = [], {}
+    if args.config:
+        where = f"--config {args.config}"
+        data = {k.replace("-", "_"): v for k, v in read_toml(args.config, where=where).items()}
+        task_options = data.pop("task_options", {})
+        if not isinstance(task_options, dict):
+            raise ValueError(f"{where}: task_options: expected a table [task_options]")
+        sources.append((where, data))
     for s in settings_table():
         if getattr(args, s.name) is not None:
             sources.append(("--" + s.name.replace("_", "-"), {s.name: getattr(args, s.name)}))
-    return resolve_settings(*sources)
+    settings = resolve_settings(*sources)
+    if task_options:
+        settings["task_options"] = task_options
+    return settings
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -264,6 +261,11 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
     if args.replicas and importlib.util.find_spec("jax") is None:
         raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
+    if getattr(args, "tune", False):
+        from rnnlab.experiments.sweeps import tune_experiment
+
+        exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
+                              address=args.address, workers=args.workers)
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine)
     exp_dir = Path(args.out) / exp.name
@@ -283,6 +285,27 @@ def _compare(args: argparse.Namespace) -> int:
     from rnnlab.experiments.studies import COMPARE
 
     return _run_experiment(COMPARE, args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from rnnlab.experiments.sweeps import load_sweep, quick_version, run_sweep
+    from rnnlab.report import sweep_summary_text, write_sweep_report
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers: expected at least 1, got {args.workers}")
+    if args.early_stop == "asha" and args.executor != "ray":
+        raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
+                         "early); the local executor trains every trial to the end")
+    sweep = load_sweep(args.file)
+    if args.quick:
+        sweep = quick_version(sweep)
+    out = Path(args.out or f"runs/sweep-{Path(args.file).stem}")
+    summary = run_sweep(sweep, out, executor=args.executor, address=args.address, workers=args.workers,
+                        force=args.force, early_stop=args.early_stop)
+    html_path, md_path = write_sweep_report(summary, out)
+    print(sweep_summary_text(summary))
+    print(f"report: {html_path.resolve()}\n(also {md_path}, trials.csv, best/*.toml)")
+    return 0
 
 
 def _experiment_options(parser: argparse.ArgumentParser, seeds: int = 3) -> None:
@@ -384,6 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "results.csv, the plots, report.html and report.md.")
     rep.add_argument("name", choices=tuple(EXPERIMENTS), help="the study to rerun")
     _experiment_options(rep)
+    rep.add_argument("--tune", action="store_true", help="first run the study's own search for each configuration "
+                     "(its sweep, stored in OUT/NAME-tuned/search/), then train each one's best over --seeds; the "
+                     "report is OUT/NAME-tuned/")
+    rep.add_argument("--executor", choices=("local", "ray"), default="local", help="--tune: where the search runs")
+    rep.add_argument("--address", default=None, help="--tune with --executor ray: the cluster's address")
     rep.set_defaults(run=_reproduce)
 
     cmp = sub.add_parser("compare", help="the main job: RNN vs GRU vs LSTM on synthetic tasks, with a report",
@@ -393,6 +421,26 @@ def build_parser() -> argparse.ArgumentParser:
                          "runs/compare/report.html.")
     _experiment_options(cmp, seeds=5)
     cmp.set_defaults(run=_compare)
+
+    sw = sub.add_parser("sweep", help="a search over settings declared in a TOML file, resumable, local or on Ray",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        description="Trains grid × samples × seeds trials of the search in FILE (see the README for "
+                        "the format), stores each under DIR/trials/ as it finishes (a rerun trains only what is "
+                        "missing), and writes DIR/trials.csv, DIR/report.html and .md, and DIR/best/GROUP.toml.")
+    sw.add_argument("file", metavar="FILE.toml", help="the sweep file")
+    sw.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/sweep-FILE)")
+    sw.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="local: a process pool here; ray: a Ray cluster (needs rnnlab[ray])")
+    sw.add_argument("--address", default=None, help="ray: 'auto' or HOST:PORT of a running cluster (default: start "
+                    "a local Ray instance)")
+    sw.add_argument("--workers", type=int, default=None, help="parallel trials (default: the CPU cores; ray: the "
+                    "local instance's CPUs)")
+    sw.add_argument("--quick", action="store_true", help="at most 2 epochs, 2 samples and 1 seed: checks the file "
+                    "and the pipeline in seconds")
+    sw.add_argument("--force", action="store_true", help="retrain trials that are already stored")
+    sw.add_argument("--early-stop", choices=("asha",), default=None,
+                    help="ray: stop poor trials early with Ray Tune's ASHA scheduler on the per-epoch metric")
+    sw.set_defaults(run=_sweep)
     return parser
 
 

@@ -190,3 +190,109 @@ def summary_text(results: dict[str, Any]) -> str:
 def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Path]:
     exp_dir = Path(exp_dir)
     return write_html(results, exp_dir), write_markdown(results, exp_dir)
+
+
+# -- sweeps ----------------------------------------------------------------------------------------
+
+SORTABLE = ("<script>document.querySelectorAll('table.sortable th').forEach(function(th,i){th.style.cursor='pointer';"
+            "th.title='sort';th.addEventListener('click',function(){var t=th.closest('table'),b=t.tBodies[0],"
+            "rows=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';rows.sort(function(a,c){"
+            "var x=a.cells[i].textContent,y=c.cells[i].textContent,p=parseFloat(x),q=parseFloat(y);"
+            "var r=(isNaN(p)||isNaN(q))?x.localeCompare(y):p-q;return up?r:-r;});"
+            "rows.forEach(function(r){b.appendChild(r);});});});</script>")
+
+
+def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    sampled = [k for k in summary["searched"] if all(k not in g["point"] for g in summary["groups"])]
+    header = ["group", *sampled, f"{summary['metric']} mean ± std", "95% interval", "seeds finished", "configurations"]
+    rows = []
+    for group in summary["groups"]:
+        if not group["configs"]:
+            rows.append([group["group"], *["–"] * len(sampled), "not run", "–", "0", "0"])
+            continue
+        top = group["configs"][0]
+        value = f"{_fmt(top['mean'])} ± {_fmt(top['std'])}" if "mean" in top else "no seed finished"
+        interval = f"[{_fmt(top['ci_low'])}, {_fmt(top['ci_high'])}]" if "mean" in top else "–"
+        rows.append([group["group"], *[str(top["values"].get(k)) for k in sampled], value, interval,
+                     f"{top['finished']} of {top['seeds']}", str(len(group["configs"]))])
+    return header, rows
+
+
+def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["id", "group", *summary["searched"], "seed", summary["metric"], "seconds", "status"]
+    rows = [[r["id"], r["group"], *[str(r["values"].get(k)) for k in summary["searched"]], str(r["seed"]),
+             _fmt(r["metrics"].get(summary["metric"])), f"{r['seconds']:.1f}", r["status"] +
+             (f": {r['error'][:80]}" if r["error"] else "")] for r in summary["records"]]
+    sign = 1 if summary["mode"] == "min" else -1
+    order = sorted(range(len(rows)), key=lambda i: sign * summary["records"][i]["metrics"].get(summary["metric"],
+                                                                                               sign * math.inf))
+    return header, [rows[i] for i in order]
+
+
+def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
+    """The metric against each numeric searched setting, one colour per group, seeds as points."""
+    from rnnlab.analysis.plots import plot_metric_against_setting
+
+    figures = []
+    ok = [r for r in summary["records"] if r["status"] == "ok" and summary["metric"] in r["metrics"]]
+    for name in summary["searched"]:
+        if not ok or not all(isinstance(r["values"].get(name), (int, float)) and
+                             not isinstance(r["values"].get(name), bool) for r in ok):
+            continue
+        points: dict[str, tuple[list, list]] = {}
+        for r in ok:
+            xs, ys = points.setdefault(r["group"], ([], []))
+            xs.append(r["values"][name])
+            ys.append(r["metrics"][summary["metric"]])
+        path = plot_metric_against_setting(points, out_dir / "figures" / f"{summary['metric']}-vs-{name}.png", name,
+                                           summary["metric"], f"{summary['metric']} against {name}",
+                                           logx=name in summary["log_axes"])
+        log_note = f"Log axis: {name} was drawn log-uniformly. " if name in summary["log_axes"] else ""
+        figures.append({"title": f"{summary['metric']} against {name}", "path": str(path.relative_to(out_dir)),
+                        "caption": "Each point is one trial (one seed); the line joins the means over seeds. "
+                                   f"{log_note}Diverged and failed trials are not drawn."})
+    return figures
+
+
+def _sweep_intro(summary: dict[str, Any]) -> list[str]:
+    counts = {s: sum(r["status"] == s for r in summary["records"]) for s in ("ok", "diverged", "failed", "stopped")}
+    stopped = f", {counts['stopped']} stopped early by ASHA" if counts["stopped"] else ""
+    return [f"Task {summary['task']}; best by {summary['metric']} ({summary['mode']}imised), as the mean over each "
+            f"configuration's seeds ({summary['seeds']} per configuration, {summary['samples']} samples per group).",
+            f"{len(summary['records'])} of {summary['trials']} trials stored: {counts['ok']} ok, {counts['diverged']} "
+            f"diverged, {counts['failed']} failed{stopped}; {summary['trained_now']} trained by this call in "
+            f"{summary['seconds']:.0f} s on the {summary['executor']} executor. Intervals are 95% t intervals over "
+            "seeds. Each group's best settings: best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
+
+
+def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """report.html (plots embedded, the trial table sortable) and report.md of a sweep folder."""
+    out_dir = Path(out_dir)
+    figures = sweep_figures(summary, out_dir)
+    best, trials = _sweep_best_rows(summary), _sweep_trial_rows(summary)
+    title = f"Sweep {Path(summary['source']).name}"
+    md = [f"# {title}", "", *_sweep_intro(summary), "", "## Best configuration per group", "", _md_table(*best), ""]
+    md += [f"![{f['title']}]({f['path']})\n\n{f['caption']}\n" for f in figures]
+    md += ["## All trials (best first)", "", _md_table(*trials), ""]
+    md_path = out_dir / "report.md"
+    md_path.write_text("\n".join(md))
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
+    parts += [f"<p>{e(line)}</p>" for line in _sweep_intro(summary)]
+    parts += ["<h2>Best configuration per group</h2>", _html_table(*best, "results")]
+    for f in figures:
+        data = base64.b64encode((out_dir / f["path"]).read_bytes()).decode()
+        parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
+                     f"src='data:image/png;base64,{data}'><figcaption>{e(f['caption'])}</figcaption></figure>")
+    parts += ["<h2>All trials</h2><p>Click a column to sort.</p>", _html_table(*trials, "sortable"), SORTABLE,
+              "</body></html>"]
+    html_path = out_dir / "report.html"
+    html_path.write_text("\n".join(parts))
+    return html_path, md_path
+
+
+def sweep_summary_text(summary: dict[str, Any]) -> str:
+    """What a terminal shows after a sweep: the counts and the best configuration per group."""
+    best = _md_table(*_sweep_best_rows(summary))
+    return "\n".join([f"# Sweep {summary['source']}", "", *_sweep_intro(summary), "", best])

@@ -275,11 +275,13 @@ def fit(
     resume: bool = False,
     run_info: dict | None = None,
     task_metrics: Callable[[RecurrentModel], dict[str, float]] | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Train ``model`` on ``train`` (SequenceData or StreamData); returns the result dict also
     written to ``out_dir/result.json``. With a dev set, the best-dev parameters are restored at
     the end; train/dev/test metrics in the result are measured with those parameters, and so are
-    the task's own metrics, ``task_metrics(model)`` (e.g. Reber's "solved" rates)."""
+    the task's own metrics, ``task_metrics(model)`` (e.g. Reber's "solved" rates). ``on_epoch(row)``
+    is called with each epoch's metrics.csv row (a scheduler such as Ray Tune's ASHA reads it)."""
     config = config or TrainConfig()
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -349,6 +351,8 @@ def fit(
                             sequences)
             if progress.close_epoch(row, schedule, config, dev is not None) and dev is not None:
                 best = {k: p.copy() for k, p in model.params.items()}
+            if on_epoch is not None:
+                on_epoch(row)
             if out is not None:
                 if len(progress.history) == 1 or not (out / "metrics.csv").exists():
                     write_metrics(out / "metrics.csv", progress.history)

@@ -169,3 +169,25 @@ def plot_histograms(values: dict[str, list[float]], path, bins, xlabel: str, yla
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend()
     return save_figure(fig, path)
+
+
+def plot_metric_against_setting(points: dict[str, tuple], path, xlabel: str, ylabel: str, title: str,
+                                logx: bool = False) -> Path:
+    """points: group → (x, y): one colour per group, every trial (each seed) a point, and the mean
+    over seeds at each x joined by a line."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, (x, y)) in enumerate(points.items()):
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        color = _color(name.split("=", 1)[-1]) if name.startswith("cell=") else cycle[i % len(cycle)]
+        ax.scatter(x, y, s=18, alpha=0.6, color=color, label=name)
+        xs = np.unique(x)
+        means = [y[x == v].mean() for v in xs]
+        if len(xs) > 1:
+            ax.plot(xs, means, color=color, lw=1.2, alpha=0.8)
+    if logx:
+        ax.set_xscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

@@ -79,7 +79,9 @@ class Experiment:
     """A study as data: its configurations (``specs(quick)``), the metrics its tables show, the
     published numbers keyed by (spec key, metric) (a number, a (low, high) range or text), the
     claims it makes (``verdicts.Claim``), the measured reasons where our numbers differ, the named
-    analysis steps it runs after training (``rnnlab.analysis.steps``) and fixed notes."""
+    analysis steps it runs after training (``rnnlab.analysis.steps``), fixed notes, and the study's
+    search (``search``: a sweep file's text without task and settings, see ``rnnlab.experiments.sweeps``;
+    ``reproduce NAME --tune`` runs it for each configuration in ``tune`` (default: all))."""
 
     name: str
     title: str
@@ -92,6 +94,8 @@ class Experiment:
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
     analyses: list[Callable[[Context], Findings]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    search: str = ""
+    tune: list[str] | None = None
 
 
 def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) -> dict[str, Any]:

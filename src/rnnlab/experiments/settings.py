@@ -20,6 +20,22 @@ from rnnlab.optim import OPTIMIZERS, SCHEDULES
 from rnnlab.train import TrainConfig, load_checkpoint, load_params
 
 
+def read_toml(path: str | Path | None = None, *, text: str | None = None, where: str | None = None) -> dict:
+    """A TOML file (or text) as a dict; errors name ``where`` (default: the path) and TOML's line."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    where = where or str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text() if text is None else text)
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{where}: not valid TOML ({err})") from None
+    return data
+
+
 def _optional_int(text: str) -> int | None:
     return None if str(text).lower() in ("none", "full") else int(text)
 

@@ -9,6 +9,8 @@ A configuration's settings override the study defaults of its task (``experiment
 
 from __future__ import annotations
 
+import math
+
 from rnnlab.analysis.steps import (
     Discrepancy,
     DistanceHistogram,
@@ -26,6 +28,30 @@ from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.experiments.runner import Experiment, RunSpec
 from rnnlab.experiments.verdicts import Claim
 
+# -- the searches of ``reproduce NAME --tune`` (sweep files without task and settings) ---------------
+
+# where a study gives no protocol: the learning rate, the same number of trials for every cell
+LR_SEARCH = """
+metric = "dev_loss"
+mode = "min"
+seeds = 2
+samples = 6
+[search]
+lr = { loguniform = [1e-4, 1e-1] }
+"""
+
+# embedded Reber: S2 trained with SGD, rnnlab with Adam: optimizer × learning rate per cell. The
+# grammar tasks have no dev split, so the training loss chooses (the test strings stay unseen).
+REBER_SEARCH = """
+metric = "train_loss"
+mode = "min"
+seeds = 2
+samples = 4
+[search]
+optimizer = ["sgd", "adam"]
+lr = { loguniform = [1e-3, 1.0] }
+"""
+
 # -- S5: mean-sign --------------------------------------------------------------------------------
 
 
@@ -40,6 +66,7 @@ MEAN_SIGN = Experiment(
     "with 64 units and PyTorch's two biases (13,314 parameters), Adam 1e-3, 50 epochs, rate halved at epoch 20; "
     "4000/1000/1000 train/dev/test sequences (the blog does not give its sizes); best-dev parameters restored.",
     specs=_mean_sign_specs, metric_names=["train_accuracy", "test_accuracy", "train_loss", "test_loss"],
+    search=LR_SEARCH,
     published={("rnn-64x2", "train_accuracy"): 0.9531, ("rnn-64x2", "test_accuracy"): 0.9320,
                ("rnn-64x2", "train_loss"): 0.1258, ("rnn-64x2", "test_loss"): 0.1746},
     reasons={("rnn-64x2", m): "the blog's data sizes are unknown (ours: 4,000 training sequences) and it reports its "
@@ -123,7 +150,8 @@ def _reber_experiment(embedded: bool) -> Experiment:
         + (" Group s2-sgd: S2's own training, linear outputs with squared error, plain SGD one string per "
            "update at lr 0.001, halved when an epoch's mean error rises, 1000 epochs." if embedded else
            " S2 itself trains with plain SGD, one string per update."),
-        specs=_reber_specs(embedded),
+        specs=_reber_specs(embedded), search=REBER_SEARCH,
+        tune=[f"rnn-{vanilla}", "gru-10", lstm],   # S2's own SGD runs keep the study's setting
         metric_names=["train_solved", "test_solved", "test_all_solved", "test_step_accuracy",
                       "test_final_step_accuracy"],
         published=published, claims=claims, reasons=reasons,
@@ -150,6 +178,7 @@ SENTIMENT = Experiment(
     "readout of the last state, cross-entropy, Adam 1e-3, 10 epochs, best-dev parameters restored. S1 does not "
     "name its dataset; its numbers are listed next to SST-5.",
     specs=_sentiment_specs, metric_names=["test_accuracy", "test_loss", "dev_accuracy"],
+    search=LR_SEARCH,
     published={("sst5-rnn", "test_accuracy"): 0.4102, ("sst5-gru", "test_accuracy"): 0.7425,
                ("sst5-rnn", "test_loss"): 2.1277, ("sst5-gru", "test_loss"): 1.1604,
                ("sst5-lstm", "test_accuracy"): "Tai et al. 2015 LSTM with GloVe: 0.464",
@@ -169,6 +198,17 @@ DATASETS = ("jsb", "nottingham", "musedata", "piano")
 PUBLISHED_NLL = {"nottingham": (3.13, 3.23, 3.20), "jsb": (9.10, 8.54, 8.67), "musedata": (6.23, 5.99, 6.23),
                  "piano": (9.03, 8.82, 9.03)}
 MUSIC_SIZES = {cell: hidden_for_budget(cell, 20000, 88, 88) for cell in ("rnn", "gru", "lstm")}
+
+
+# S3: each model's learning rate picked by validation from log-uniform samples in [e^-12, e^-6]
+S3_SEARCH = f"""
+metric = "dev_loss"
+mode = "min"
+seeds = 1
+samples = 8
+[search]
+lr = {{ loguniform = [{math.exp(-12)!r}, {math.exp(-6)!r}] }}
+"""
 
 
 def _polyphonic_specs(quick: bool) -> list[RunSpec]:
@@ -212,6 +252,7 @@ POLYPHONIC = Experiment(
     "the learning rate from log-uniform samples in [e^-12, e^-6]; here it is fixed at e^-6 ≈ 0.0025 (a first "
     "run at 1e-3 for 20 epochs stayed ~2.5 nats above the published NLL: undertrained).",
     specs=_polyphonic_specs, metric_names=["test_loss", "train_loss", "dev_loss", "seconds_per_epoch"],
+    search=S3_SEARCH,
     published={(f"{dataset}-{cell}-{MUSIC_SIZES[cell]}", "test_loss"): value
                for dataset, values in PUBLISHED_NLL.items() for cell, value in zip(("rnn", "gru", "lstm"), values)},
     claims=_music_claims(),
@@ -229,6 +270,18 @@ POLYPHONIC = Experiment(
 NLU_NOTE = ("The coursework's wiki-train.txt is not public: dev is the study's own wiki-dev.txt (1,000 sentences, "
             "as in S4's tables), the models train on the last 3,000 sentences of wiki-test.txt and are tested on its "
             "first 1,000; S4 trained on 1,000 (LM grid) to 10,000 (agreement) sentences of wiki-train.txt.")
+
+
+# S4's grid as in its tables, searched for the tuned setting's training (anneal 2, batches of 5, 30 epochs)
+S4_SEARCH = """
+metric = "dev_loss"
+mode = "min"
+seeds = 1
+[search]
+hidden = [25, 50]
+lr = [0.5, 0.1, 0.05]
+back_steps = [0, 2, 5]
+"""
 
 
 def _nlu_lm_specs(quick: bool) -> list[RunSpec]:
@@ -254,6 +307,7 @@ NLU_LM = Experiment(
     "truncated BPTT with the given back steps (0 = the step itself), best-dev parameters restored; losses are "
     "reported per token (perplexity = exp(loss)). " + NLU_NOTE,
     specs=_nlu_lm_specs, metric_names=["dev_loss", "test_loss", "test_perplexity", "train_loss"],
+    search=S4_SEARCH, tune=["tuned"],
     published={("h50-lr0.5-k0", "dev_loss"): 4.973, ("tuned", "dev_loss"): 4.5305, ("tuned", "test_loss"): 4.027},
     claims=[Claim("S4: hidden 50 reaches a lower dev loss than hidden 25 (lr 0.5, back steps 0)", "h50-lr0.5-k0",
                   "h25-lr0.5-k0", "dev_loss", higher_is_better=False, source="S4")],

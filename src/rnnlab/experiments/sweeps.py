@@ -1,0 +1,502 @@
+"""Sweeps: a search over settings declared in a TOML file, run as trials of the one training loop.
+
+    task = "embedded-reber"
+    metric = "dev_loss"        # what picks the best; mode = "min" | "max"
+    mode = "min"
+    seeds = 2                  # each configuration is trained with this many seeds
+    samples = 8                # random draws of the distributions below
+    [settings]                 # fixed settings, exactly as in `rnnlab train --config`
+    epochs = 20
+    [search]
+    cell = ["rnn", "gru"]                   # a list is a grid axis
+    lr = { loguniform = [1e-4, 1e-1] }      # uniform, loguniform, int, choice: sampled
+
+Trials = grid points × samples × seeds (a draw that repeats an earlier configuration is trained
+once). The draws are made from the file's contents alone: the
+sampled distributions and the task fix one random stream per (grid point, sample number), so the
+same file gives the same trials on any executor, and growing ``samples`` or ``seeds`` keeps the
+trials already drawn. A trial's id is a hash of its full settings and seed.
+
+Each finished trial is stored by the driver under ``DIR/trials/<id>/`` (``result.json`` with the
+per-epoch history, then ``trial.json``, whose presence marks the trial done) and ``DIR/trials.csv``
+is rewritten from the stored trials, so a rerun trains only what is missing and nothing is stored
+twice. The executors (``rnnlab.experiments.executors``) only run trials and hand back outcomes.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rnnlab.experiments.executors import executor as make_executor
+from rnnlab.experiments.executors import progress_bar, run_trial
+from rnnlab.experiments.runner import Experiment, RunSpec
+from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_table
+from rnnlab.train import atomic_write
+
+DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
+TOP_LEVEL = ("task", "metric", "mode", "seeds", "samples", "settings", "search", "task_options")
+NOT_SEARCHABLE = ("task", "seed")
+STATUSES = ("ok", "diverged", "failed", "stopped")   # stopped: by ASHA (--early-stop asha)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A sampled axis: ``uniform [a, b]``, ``loguniform [a, b]`` (0 < a < b), ``int [a, b]``
+    (inclusive) or ``choice [v, ...]``."""
+
+    kind: str
+    args: tuple
+
+    def draw(self, rng: np.random.Generator) -> Any:
+        if self.kind == "uniform":
+            return _round(rng.uniform(*self.args))
+        if self.kind == "loguniform":
+            return _round(math.exp(rng.uniform(math.log(self.args[0]), math.log(self.args[1]))))
+        if self.kind == "int":
+            return int(rng.integers(self.args[0], self.args[1] + 1))
+        return self.args[int(rng.integers(len(self.args)))]
+
+    @property
+    def log(self) -> bool:
+        return self.kind == "loguniform"
+
+
+def _round(value: float) -> float:
+    """Four significant digits: readable settings, and the same number on every machine."""
+    return float(f"{value:.4g}")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One training run of the sweep: ``values`` are its searched settings, ``settings`` all of them."""
+
+    id: str
+    group: str
+    config: str
+    values: dict[str, Any]
+    seed: int
+    settings: dict[str, Any]
+
+
+@dataclass
+class Sweep:
+    """A parsed sweep file. ``grid``: the list-valued axes (their product are the groups);
+    ``sampled``: the distributions drawn ``samples`` times per group."""
+
+    task: str
+    metric: str
+    mode: str = "min"
+    seeds: int = 1
+    samples: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+    task_options: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list] = field(default_factory=dict)
+    sampled: dict[str, Distribution] = field(default_factory=dict)
+    source: str = "sweep"
+
+    @property
+    def searched(self) -> list[str]:
+        return list(self.grid) + list(self.sampled)
+
+    def groups(self) -> list[dict[str, Any]]:
+        names = list(self.grid)
+        return [dict(zip(names, point)) for point in itertools.product(*self.grid.values())]
+
+    def trials(self) -> list[Trial]:
+        base = _digest({"task": self.task, "sampled": {k: [d.kind, list(d.args)] for k, d in self.sampled.items()}})
+        draws = self.samples if self.sampled else 1
+        out, seen = [], set()
+        for point in self.groups():
+            group = group_name(point)
+            for sample in range(draws):
+                rng = np.random.default_rng([int(base[:12], 16), int(_digest(group)[:12], 16), sample])
+                values = dict(point, **{name: dist.draw(rng) for name, dist in self.sampled.items()})
+                common = resolve_settings(("task", {"task": self.task}), (f"{self.source} [settings]", self.settings),
+                                          (f"{self.source} [search]", values))
+                common["task_options"] = dict(self.task_options)
+                config = _digest({k: v for k, v in common.items() if k != "seed"})[:10]
+                if config in seen:  # a draw that repeats an earlier one (a choice, a narrow int range)
+                    continue
+                seen.add(config)
+                for seed in range(self.seeds):
+                    settings = dict(common, seed=seed)
+                    out.append(Trial(_digest(settings)[:12], group, config, values, seed, settings))
+        return out
+
+
+def group_name(point: dict[str, Any]) -> str:
+    """``cell=gru,optimizer=sgd``; ``all`` when the sweep has no grid."""
+    return ",".join(f"{k}={v}" for k, v in point.items()) or "all"
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# -- the file -------------------------------------------------------------------------------------
+
+def _line_of(text: str, key: str, table: str | None = None) -> int | None:
+    """The line (1-based) where ``key`` is set, inside ``[table]`` when given; None if not found."""
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        header = re.match(r"^\[([^\]]+)\]$", stripped)
+        if header:
+            section = header.group(1).strip()
+            continue
+        match = re.match(r'^"?([A-Za-z0-9_\-]+)"?\s*=', stripped)
+        if match and match.group(1).replace("-", "_") == key and section == table:
+            return number
+        if table is not None and section is None and stripped.startswith(f"{table}.{key}"):
+            return number
+    return None
+
+
+def parse_sweep(text: str, source: str = "sweep") -> Sweep:
+    """A Sweep from TOML text; every error names ``source``, the line and the key, before anything
+    trains."""
+    data = read_toml(text=text, where=source)
+
+    def where(key: str, table: str | None = None) -> str:
+        line = _line_of(text, key, table)
+        name = f"{table}.{key}" if table else key
+        return f"{source}:{line}: {name}" if line else f"{source}: {name}"
+
+    unknown = [k for k in data if k not in TOP_LEVEL]
+    if unknown:
+        raise ValueError(f"{where(unknown[0])}: unknown key; expected one of {TOP_LEVEL}")
+    for key in ("task", "metric"):
+        if key not in data:
+            raise ValueError(f"{source}: missing key {key!r}")
+    table = {s.name: s for s in settings_table()}
+    task = convert(table["task"], data["task"], where("task"))
+    mode = data.get("mode", "min")
+    if mode not in ("min", "max"):
+        raise ValueError(f"{where('mode')}: expected \"min\" or \"max\", got {mode!r}")
+    counts = {}
+    for key in ("seeds", "samples"):
+        value = data.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{where(key)}: expected a positive integer, got {value!r}")
+        counts[key] = value
+    for key in ("settings", "search", "task_options"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ValueError(f"{where(key)}: expected a table [{key}]")
+    settings = {k.replace("-", "_"): v for k, v in data.get("settings", {}).items()}
+    for key, value in settings.items():
+        if key not in table or key in NOT_SEARCHABLE:
+            raise ValueError(f"{where(key, 'settings')}: unknown setting; expected names from "
+                             f"{sorted(set(table) - set(NOT_SEARCHABLE))}")
+        convert(table[key], value, where(key, "settings"))
+    grid, sampled = {}, {}
+    for key, value in data.get("search", {}).items():
+        key = key.replace("-", "_")
+        at = where(key, "search")
+        if key not in table or key in NOT_SEARCHABLE:
+            raise ValueError(f"{at}: unknown setting; expected names from {sorted(set(table) - set(NOT_SEARCHABLE))}")
+        if key in settings:
+            raise ValueError(f"{at}: set in [settings] too; a setting is either fixed or searched")
+        if isinstance(value, list):
+            if not value:
+                raise ValueError(f"{at}: empty list; a grid axis needs at least one value")
+            grid[key] = [convert(table[key], v, at) for v in value]
+        elif isinstance(value, dict):
+            sampled[key] = _distribution(value, table[key], at)
+        else:
+            raise ValueError(f"{at}: expected a list (grid axis) or a distribution such as "
+                             f"{{ loguniform = [1e-4, 1e-1] }}, got {value!r}")
+    if not grid and not sampled:
+        raise ValueError(f"{source}: [search] declares nothing to search")
+    return Sweep(task=task, metric=str(data["metric"]), mode=mode, seeds=counts["seeds"], samples=counts["samples"],
+                 settings=settings, task_options=dict(data.get("task_options", {})), grid=grid, sampled=sampled,
+                 source=source)
+
+
+def _distribution(value: dict, setting, at: str) -> Distribution:
+    if len(value) != 1 or next(iter(value)) not in DISTRIBUTIONS:
+        raise ValueError(f"{at}: unknown distribution {sorted(value)}; expected one of {DISTRIBUTIONS}")
+    kind, args = next(iter(value.items()))
+    if not isinstance(args, list) or not args:
+        raise ValueError(f"{at}: {kind} expects a list of values, got {args!r}")
+    if kind == "choice":
+        return Distribution(kind, tuple(convert(setting, v, at) for v in args))
+    if len(args) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        raise ValueError(f"{at}: {kind} expects [low, high], got {args!r}")
+    low, high = args
+    if kind == "int" and not all(isinstance(a, int) for a in args):
+        raise ValueError(f"{at}: int expects two integers, got {args!r}")
+    if (kind == "int" and low > high) or (kind != "int" and not low < high):
+        raise ValueError(f"{at}: empty range [{low}, {high}]")
+    if kind == "loguniform" and low <= 0:
+        raise ValueError(f"{at}: loguniform needs 0 < low, got {low}")
+    for bound in args:
+        convert(setting, bound, at)
+    return Distribution(kind, (low, high))
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sweep file {path}: no such file")
+    return parse_sweep(path.read_text(), str(path))
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+class TrialStore:
+    """The trials a sweep folder holds: ``trials/<id>/trial.json`` marks a trial done."""
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.dir = Path(out_dir)
+        (self.dir / "trials").mkdir(parents=True, exist_ok=True)
+
+    def path(self, trial: Trial) -> Path:
+        return self.dir / "trials" / trial.id
+
+    def record(self, trial: Trial) -> dict | None:
+        marker = self.path(trial) / "trial.json"
+        return json.loads(marker.read_text()) if marker.is_file() else None
+
+    def forget(self, trial: Trial) -> None:
+        marker = self.path(trial) / "trial.json"
+        if marker.exists():
+            marker.unlink()
+
+    def store(self, trial: Trial, outcome: dict[str, Any]) -> dict[str, Any]:
+        """Write the trial's result, then its record (the record last: a kill in between retrains it)."""
+        folder = self.path(trial)
+        folder.mkdir(parents=True, exist_ok=True)
+        result = {"id": trial.id, "group": trial.group, "seed": trial.seed, "settings": trial.settings, **outcome}
+        atomic_write(folder / "result.json", lambda f: f.write(json.dumps(result, indent=2, default=float).encode()))
+        record = {"id": trial.id, "group": trial.group, "config": trial.config, "values": trial.values,
+                  "seed": trial.seed, "metrics": outcome.get("metrics", {}), "seconds": outcome.get("seconds"),
+                  "status": outcome["status"], "error": outcome.get("error", "")}
+        atomic_write(folder / "trial.json", lambda f: f.write(json.dumps(record, indent=2, default=float).encode()))
+        return record
+
+    def history(self, trial: Trial) -> list[dict]:
+        path = self.path(trial) / "result.json"
+        return json.loads(path.read_text()).get("history", []) if path.is_file() else []
+
+
+def write_trials_csv(store: TrialStore, sweep: Sweep, trials: list[Trial]) -> list[dict]:
+    """trials.csv, one row per finished trial in the sweep's order; returns the records."""
+    records = [r for r in (store.record(t) for t in trials) if r is not None]
+    metric_names = sorted({m for r in records for m in r["metrics"]})
+    columns = ["id", *sweep.searched, "seed", *metric_names, "seconds", "status", "error"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow({"id": r["id"], **r["values"], "seed": r["seed"], **r["metrics"], "seconds": r["seconds"],
+                         "status": r["status"], "error": r["error"]})
+    atomic_write(store.dir / "trials.csv", lambda f: f.write(buffer.getvalue().encode()))
+    return records
+
+
+# -- what the trials say --------------------------------------------------------------------------
+
+def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
+    """Per group, every configuration's mean ± std over its seeds and a 95% t interval, best first;
+    a configuration with a diverged or failed seed ranks after those whose seeds all finished."""
+    sign = 1.0 if sweep.mode == "min" else -1.0
+    out = []
+    for point in sweep.groups():
+        group = group_name(point)
+        configs: dict[str, list[dict]] = {}
+        for r in records:
+            if r["group"] == group:
+                configs.setdefault(r["config"], []).append(r)
+        rows = []
+        for config, mine in configs.items():
+            values = [r["metrics"].get(sweep.metric) for r in mine if r["status"] == "ok"]
+            values = [v for v in values if v is not None and math.isfinite(v)]
+            row = {"config": config, "values": mine[0]["values"], "seeds": len(mine), "finished": len(values),
+                   "statuses": {s: sum(r["status"] == s for r in mine) for s in STATUSES}}
+            if values:
+                row.update(mean_std_interval(values))
+            rows.append(row)
+        rows.sort(key=lambda r: (r["finished"] < r["seeds"], sign * r.get("mean", math.inf) if "mean" in r
+                                 else math.inf))
+        out.append({"group": group, "point": point, "configs": rows})
+    return out
+
+
+def mean_std_interval(values: list[float]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    mean = float(arr.mean())
+    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    if arr.size > 1 and std > 0:
+        low, high = stats.t.interval(0.95, arr.size - 1, loc=mean, scale=std / math.sqrt(arr.size))
+    else:
+        low = high = mean
+    return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": float(low), "ci_high": float(high)}
+
+
+def best_settings(sweep: Sweep, trials: list[Trial], config: str) -> dict[str, Any]:
+    """The settings of a configuration in the ``--config`` format (no seed; none written "none")."""
+    settings = next(t.settings for t in trials if t.config == config)
+    out = {k: ("none" if v is None else v) for k, v in settings.items() if k not in ("seed", "task_options")}
+    if settings.get("task_options"):
+        out["task_options"] = settings["task_options"]
+    return out
+
+
+def to_toml(settings: dict[str, Any], header: str = "") -> str:
+    """A flat TOML file (plus an optional [task_options] table) of settings."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    tables = {k: v for k, v in settings.items() if isinstance(v, dict)}
+    for key, value in settings.items():
+        if key not in tables:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for name, table in tables.items():
+        lines.append(f"\n[{name}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if math.isfinite(value) else f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+QUICK_EPOCHS = 2
+
+
+def quick_version(sweep: Sweep) -> Sweep:
+    """A first try in seconds: at most 2 epochs, 2 samples and 1 seed (other trial ids, same folder)."""
+    settings = dict(sweep.settings)
+    epochs = resolve_settings(("task", {"task": sweep.task}), ("settings", settings))["epochs"]
+    settings["epochs"] = min(epochs, QUICK_EPOCHS)
+    return Sweep(task=sweep.task, metric=sweep.metric, mode=sweep.mode, seeds=1, samples=min(sweep.samples, 2),
+                 settings=settings, task_options=sweep.task_options, grid=sweep.grid, sampled=sweep.sampled,
+                 source=sweep.source)
+
+
+def produced_metrics(trial: Trial) -> list[str]:
+    """The final metrics a trial of this task reports, read off an untrained model (0 epochs)."""
+    outcome = run_trial(dict(trial.settings, epochs=0))
+    if outcome["status"] != "ok":
+        raise ValueError(f"task {trial.settings['task']}: could not be built or evaluated ({outcome['error']})")
+    return sorted(outcome["metrics"])
+
+
+def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
+              workers: int | None = None, force: bool = False, progress: bool = True,
+              early_stop: str | None = None) -> dict[str, Any]:
+    """Train every trial not stored yet (all of them with ``force``), store each as it finishes, and
+    return the summary (per group, configurations best first) with the records. ``early_stop="asha"``
+    (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric."""
+    run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode)
+    trials = sweep.trials()
+    produced = produced_metrics(trials[0])
+    if sweep.metric not in produced:
+        line = _line_of(Path(sweep.source).read_text(), "metric") if Path(sweep.source).is_file() else None
+        at = f"{sweep.source}:{line}: metric" if line else f"{sweep.source}: metric"
+        raise ValueError(f"{at}: task {sweep.task} does not produce {sweep.metric!r}; it produces {produced}")
+    store = TrialStore(out_dir)
+    if force:
+        for trial in trials:
+            store.forget(trial)
+    todo = [t for t in trials if store.record(t) is None]
+    if progress:
+        print(f"sweep {sweep.source}: {len(trials)} trials, {len(trials) - len(todo)} already stored, "
+              f"{len(todo)} to train ({executor})", file=sys.stderr)
+    started = time.perf_counter()
+    bar = progress_bar(len(todo), progress)
+    by_id = {t.id: t for t in trials}
+    for trial_id, outcome in run([(t.id, t.settings) for t in todo]):
+        store.store(by_id[trial_id], outcome)
+        write_trials_csv(store, sweep, trials)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(status=outcome["status"])
+    if bar is not None:
+        bar.close()
+    records = write_trials_csv(store, sweep, trials)
+    summary = summarize(sweep, records)
+    best_dir = Path(out_dir) / "best"
+    best_dir.mkdir(exist_ok=True)
+    for group in summary:
+        if group["configs"] and "mean" in group["configs"][0]:
+            top = group["configs"][0]
+            header = (f"best of group {group['group']} in sweep {sweep.source}: {sweep.metric} "
+                      f"{top['mean']:.6g} ± {top['std']:.2g} over {top['n']} seeds ({sweep.mode})")
+            text = to_toml(best_settings(sweep, trials, top["config"]), header)
+            safe = re.sub(r"[^A-Za-z0-9_.=,-]", "_", group["group"])
+            atomic_write(best_dir / f"{safe}.toml", lambda f, t=text: f.write(t.encode()))
+    return {"source": sweep.source, "task": sweep.task, "metric": sweep.metric, "mode": sweep.mode,
+            "seeds": sweep.seeds, "samples": sweep.samples, "searched": sweep.searched,
+            "log_axes": [k for k, d in sweep.sampled.items() if d.log], "trials": len(trials),
+            "trained_now": len(todo), "seconds": time.perf_counter() - started,
+            "executor": executor, "groups": summary, "records": records}
+
+
+# -- a study's own search (reproduce NAME --tune) --------------------------------------------------
+
+def spec_sweep(search: str, spec: RunSpec, quick: bool, source: str) -> Sweep:
+    """The study's search for one of its configurations: the spec's task, data and settings fixed,
+    the searched ones drawn."""
+    sweep = parse_sweep(f"task = {json.dumps(spec.task)}\n{search}", source)
+    sweep.settings = {k: v for k, v in spec.settings.items() if k not in sweep.searched}
+    sweep.task_options = dict(spec.task_options)
+    return quick_version(sweep) if quick else sweep
+
+
+def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = False, force: bool = False,
+                    executor: str = "local", address: str | None = None, workers: int | None = None,
+                    progress: bool = True) -> Experiment:
+    """Run the study's search for each configuration it tunes and return the study with each of
+    them set to its best configuration (by the mean over the search's seeds), as ``NAME-tuned``."""
+    if not exp.search:
+        raise ValueError(f"--tune: the study {exp.name} declares no search")
+    specs = exp.specs(quick)
+    tuned = set(exp.tune or [s.key for s in specs])
+    chosen: dict[str, dict[str, Any]] = {}
+    lines = []
+    for spec in specs:
+        if spec.key not in tuned:
+            continue
+        sweep = spec_sweep(exp.search, spec, quick, f"{exp.name} search for {spec.key}")
+        folder = Path(out_root) / f"{exp.name}-tuned" / "search" / spec.key
+        summary = run_sweep(sweep, folder, executor=executor, address=address, workers=workers, force=force,
+                            progress=progress)
+        configs = [c for g in summary["groups"] for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
+        if not configs:
+            raise ValueError(f"--tune: no trial of {spec.key} finished; see {folder / 'trials.csv'}")
+        best = min(configs, key=lambda c: c["mean"] if sweep.mode == "min" else -c["mean"])
+        chosen[spec.key] = best["values"]
+        shown = ", ".join(f"{k} {v}" for k, v in best["values"].items())
+        lines.append(f"{spec.key}: {shown} ({sweep.metric} {best['mean']:.4g} ± {best['std']:.2g}, best of "
+                     f"{sum(len(g['configs']) for g in summary['groups'])} configurations)")
+    searched = ", ".join(parse_sweep(f'task = "{specs[0].task}"\n{exp.search}').searched)
+
+    def tuned_specs(q: bool) -> list[RunSpec]:
+        return [dataclasses.replace(s, settings={**s.settings, **chosen.get(s.key, {})}) for s in exp.specs(q)]
+
+    note = (f"Tuned: {searched} of each configuration chosen by the study's search (runs/{exp.name}-tuned/search/"
+            f"KEY/report.html), then trained over the seeds below; " + "; ".join(lines) + ".")
+    return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
+                               reasons={}, notes=[*exp.notes, note])

@@ -1,0 +1,288 @@
+"""Sweeps: the file format and its errors, deterministic trials, storage and resume (a driver killed
+mid-sweep), failures recorded, reports and best settings, and the Ray executor on a real local
+cluster (skipped, naming why, without the ray extra)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rnnlab.cli import build_parser, main, settings_from_args
+from rnnlab.experiments.sweeps import parse_sweep, run_sweep, write_trials_csv
+
+TINY = """
+task = "mean-sign"
+metric = "dev_loss"
+mode = "min"
+seeds = 2
+samples = 2
+[task_options]
+n_train = 48
+n_dev = 24
+n_test = 24
+length = 6
+features = 3
+[settings]
+epochs = 2
+hidden = 4
+layers = 1
+batch_size = 16
+dtype = "float64"
+[search]
+cell = ["rnn", "gru"]
+lr = { loguniform = [1e-3, 1e-1] }
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# -- the file ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (("epochs = 2", "epoch = 2"), r"sweep.toml:14: settings.epoch: unknown setting"),
+    (('cell = ["rnn", "gru"]', 'cells = ["rnn", "gru"]'), r"sweep.toml:20: search.cells: unknown setting"),
+    (("{ loguniform = [1e-3, 1e-1] }", "{ lognormal = [1e-3, 1e-1] }"), r"sweep.toml:21: search.lr: unknown "
+                                                                          r"distribution \['lognormal'\]"),
+    (("{ loguniform = [1e-3, 1e-1] }", "{ uniform = [0.1, 0.1] }"), r"sweep.toml:21: search.lr: empty range"),
+    (("{ loguniform = [1e-3, 1e-1] }", "{ loguniform = [0, 0.1] }"), r"search.lr: loguniform needs 0 < low"),
+    (('cell = ["rnn", "gru"]', 'cell = ["rnn", "tcn"]'), r"search.cell: invalid value 'tcn' for cell"),
+    (('cell = ["rnn", "gru"]', "cell = []"), r"sweep.toml:20: search.cell: empty list"),
+    (('mode = "min"', 'mode = "lowest"'), r"sweep.toml:4: mode: expected \"min\" or \"max\""),
+    (("seeds = 2", "seeds = 0"), r"sweep.toml:5: seeds: expected a positive integer"),
+    (("seeds = 2", "seed = 2"), r"sweep.toml:5: seed: unknown key"),
+    (("[search]", "[search]\nepochs = [1, 2]"), r"search.epochs: set in \[settings\] too"),
+    (("[search]", "[search]\nseed = [1, 2]"), r"search.seed: unknown setting"),
+])
+def test_bad_files_name_the_key_and_line(tmp_path, change, message):
+    path = _write(tmp_path, TINY.replace(*change))
+    with pytest.raises(ValueError, match=message):
+        parse_sweep(path.read_text(), str(path).replace(str(tmp_path) + os.sep, ""))
+
+
+def test_a_metric_the_task_does_not_produce_is_refused_before_training(tmp_path):
+    path = _write(tmp_path, TINY.replace('metric = "dev_loss"', 'metric = "dev_perplexity"'))
+    with pytest.raises(ValueError, match=r"sweep.toml:3: metric: task mean-sign does not produce 'dev_perplexity'; "
+                                         r"it produces \[.*'dev_accuracy', 'dev_loss'"):
+        run_sweep(parse_sweep(path.read_text(), str(path)), tmp_path / "out", progress=False)
+    assert not list((tmp_path / "out").glob("trials/*"))
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    path = _write(tmp_path, "task = \n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        parse_sweep(path.read_text(), "sweep.toml")
+
+
+def test_the_same_file_gives_the_same_trials_and_growing_it_keeps_them():
+    sweep = parse_sweep(TINY)
+    trials = sweep.trials()
+    assert [t.id for t in trials] == [t.id for t in parse_sweep(TINY).trials()]
+    assert len(trials) == 2 * 2 * 2 and len({t.id for t in trials}) == 8
+    more = parse_sweep(TINY.replace("samples = 2", "samples = 3").replace("seeds = 2", "seeds = 3")).trials()
+    assert {t.id for t in trials} <= {t.id for t in more}
+    assert {t.group for t in trials} == {"cell=rnn", "cell=gru"}
+    for t in trials:
+        assert 1e-3 <= t.values["lr"] <= 1e-1 and t.settings["lr"] == t.values["lr"]
+        assert t.settings["epochs"] == 2 and t.settings["task_options"]["n_train"] == 48
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["rnn", "gru", "lstm"]), min_size=1, max_size=3, unique=True),
+       st.integers(1, 4), st.integers(1, 3), st.floats(1e-5, 1e-2), st.floats(2.0, 100.0),
+       st.integers(1, 8), st.integers(0, 6))
+def test_trials_are_grid_times_samples_times_seeds_within_their_ranges(cells, samples, seeds, low, factor, h_low,
+                                                                     h_span):
+    text = (f'task = "mean-sign"\nmetric = "dev_loss"\nseeds = {seeds}\nsamples = {samples}\n[search]\n'
+            f"cell = {json.dumps(cells)}\nlr = {{ loguniform = [{low!r}, {low * factor!r}] }}\n"
+            f"hidden = {{ int = [{h_low}, {h_low + h_span}] }}\n")
+    trials = parse_sweep(text).trials()
+    configs = {t.config for t in trials}
+    assert len(trials) == len(configs) * seeds and len({t.id for t in trials}) == len(trials)
+    assert len(configs) <= len(cells) * samples
+    distinct_draws = {(t.group, t.values["lr"], t.values["hidden"]) for t in trials}
+    assert len(distinct_draws) == len(configs)    # repeated draws are trained once
+    for t in trials:
+        assert low * (1 - 1e-3) <= t.values["lr"] <= low * factor * (1 + 1e-3)
+        assert h_low <= t.values["hidden"] <= h_low + h_span and isinstance(t.values["hidden"], int)
+        assert t.settings["cell"] == t.group.split("=")[1]
+
+
+# -- running, storing, resuming -------------------------------------------------------------------
+
+def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, capsys):
+    path = _write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--workers", "2"]) == 0
+    rows = _rows(out / "trials.csv")
+    trials = parse_sweep(TINY).trials()
+    assert sorted(r["id"] for r in rows) == sorted(t.id for t in trials)
+    assert set(rows[0]) >= {"id", "cell", "lr", "seed", "train_loss", "dev_loss", "test_loss", "test_accuracy",
+                            "seconds", "status", "error"}
+    assert all(r["status"] == "ok" and math.isfinite(float(r["dev_loss"])) for r in rows)
+    first = (out / "trials.csv").read_text()
+    summary = run_sweep(parse_sweep(TINY, str(path)), out, progress=False)
+    assert summary["trained_now"] == 0 and (out / "trials.csv").read_text() == first
+    report = (out / "report.html").read_text()
+    assert "table class=\"sortable\"" in report and report.count("data:image/png;base64,") == 1
+    assert "dev_loss against lr" in (out / "report.md").read_text()
+    assert sorted(p.name for p in (out / "best").iterdir()) == ["cell=gru.toml", "cell=rnn.toml"]
+    assert "best of group" in capsys.readouterr().out or True
+
+
+def test_the_best_settings_file_reruns_the_best_configuration(tmp_path):
+    path = _write(tmp_path, TINY.replace("seeds = 2", "seeds = 1"))
+    out = tmp_path / "out"
+    summary = run_sweep(parse_sweep(path.read_text(), str(path)), out, workers=1, progress=False)
+    rnn = next(g for g in summary["groups"] if g["group"] == "cell=rnn")["configs"][0]
+    args = build_parser().parse_args(["train", "--config", str(out / "best" / "cell=rnn.toml"), "--out",
+                                      str(tmp_path / "rerun"), "--quiet"])
+    settings_rerun = settings_from_args(args)
+    assert settings_rerun["lr"] == rnn["values"]["lr"] and settings_rerun["task_options"]["n_train"] == 48
+    assert main(["train", "--config", str(out / "best" / "cell=rnn.toml"), "--out", str(tmp_path / "rerun"),
+                 "--quiet"]) == 0
+    rerun = json.loads((tmp_path / "rerun" / "result.json").read_text())
+    assert rerun["dev_loss"] == pytest.approx(rnn["mean"], rel=1e-12)
+
+
+def test_diverged_and_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
+    text = TINY.replace("layers = 1\n", "").replace('cell = ["rnn", "gru"]', "layers = [1, 0]").replace(
+        "lr = { loguniform = [1e-3, 1e-1] }", "lr = [0.01, inf]").replace("samples = 2", "samples = 1")
+    # an infinite learning rate: the first update makes the parameters Inf (layers 0 cannot be built)
+    text = text.replace("seeds = 2", "seeds = 1").replace('hidden = 4', 'hidden = 4\ncell = "rnn"')
+    path = _write(tmp_path, text)
+    summary = run_sweep(parse_sweep(text, str(path)), tmp_path / "out", workers=1, progress=False)
+    statuses = {(r["values"]["layers"], r["values"]["lr"]): (r["status"], r["error"]) for r in summary["records"]}
+    assert statuses[(1, 0.01)][0] == "ok"
+    assert statuses[(1, math.inf)][0] == "diverged" and "NaN or Inf" in statuses[(1, math.inf)][1]
+    assert statuses[(0, 0.01)][0] == "failed" and "num_layers" in statuses[(0, 0.01)][1]
+    rows = _rows(tmp_path / "out" / "trials.csv")
+    assert sorted(r["status"] for r in rows) == ["diverged", "failed", "failed", "ok"]
+
+
+def test_a_driver_killed_mid_sweep_resumes_to_the_same_results(tmp_path):
+    text = TINY.replace("samples = 2", "samples = 3")
+    path = _write(tmp_path, text)
+    command = [sys.executable, "-m", "rnnlab.cli", "sweep", str(path), "--workers", "2", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(command + [str(killed)], start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while len(list(killed.glob("trials/*/trial.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, at once
+    proc.wait()
+    stored = len(list(killed.glob("trials/*/trial.json")))
+    total = len(parse_sweep(text).trials())
+    assert 3 <= stored < total, "the sweep finished before it could be killed; make it longer"
+    subprocess.run(command + [str(killed)], check=True, capture_output=True)
+    subprocess.run(command + [str(tmp_path / "whole")], check=True, capture_output=True)
+    resumed, whole = _rows(killed / "trials.csv"), _rows(tmp_path / "whole" / "trials.csv")
+    assert len(resumed) == total and len({r["id"] for r in resumed}) == total
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in resumed]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in whole]
+
+
+def test_trials_csv_is_rebuilt_from_the_store(tmp_path):
+    sweep = parse_sweep(TINY)
+    trials = sweep.trials()
+    from rnnlab.experiments.sweeps import TrialStore
+
+    store = TrialStore(tmp_path)
+    outcome = {"status": "ok", "error": "", "metrics": {"dev_loss": 0.5}, "history": [], "seconds": 1.0}
+    store.store(trials[3], outcome)
+    store.store(trials[3], outcome)   # stored again (a retry): still one row
+    store.store(trials[0], outcome)
+    records = write_trials_csv(store, sweep, trials)
+    assert [r["id"] for r in records] == [trials[0].id, trials[3].id]
+    assert [r["id"] for r in _rows(tmp_path / "trials.csv")] == [trials[0].id, trials[3].id]
+
+
+def test_asha_is_refused_by_the_local_executor(tmp_path, capsys):
+    path = _write(tmp_path, TINY)
+    with pytest.raises(SystemExit):
+        main(["sweep", str(path), "--early-stop", "asha"])
+    assert "--early-stop asha: needs --executor ray" in capsys.readouterr().err
+
+
+def test_best_toml_values_round_trip(tmp_path):
+    from rnnlab.experiments.settings import read_toml
+    from rnnlab.experiments.sweeps import to_toml
+
+    values = {"task": "mean-sign", "lr": 0.0123, "back_steps": "none", "bias": False, "milestones": [20, 30],
+              "task_options": {"n_train": 10}}
+    path = _write(tmp_path, to_toml(values, "header"), "best.toml")
+    assert read_toml(path) == values
+    assert np.isclose(read_toml(path)["lr"], 0.0123)
+
+
+# -- the studies' own searches --------------------------------------------------------------------
+
+def _study_searches():
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    return [(name, exp) for name, exp in EXPERIMENTS.items() if exp.search]
+
+
+@pytest.mark.parametrize("name, exp", _study_searches(), ids=[n for n, _ in _study_searches()])
+def test_every_declared_search_parses_and_asks_for_a_metric_its_task_produces(name, exp):
+    from rnnlab.data.registry import DataMissing
+    from rnnlab.experiments.sweeps import produced_metrics, spec_sweep
+
+    specs = [s for s in exp.specs(True) if exp.tune is None or s.key in exp.tune]
+    assert specs, f"{name}: tune names no configuration of the study"
+    sweep = spec_sweep(exp.search, specs[0], True, name)
+    assert sweep.searched and all(k not in sweep.settings for k in sweep.searched)
+    try:
+        produced = produced_metrics(sweep.trials()[0])
+    except ValueError as err:
+        if "DataMissing" in str(err) or "not found" in str(err):
+            pytest.skip(f"{name}: its data is not on this machine ({err})")
+        raise
+    except DataMissing as err:
+        pytest.skip(f"{name}: its data is not on this machine ({err})")
+    assert sweep.metric in produced
+
+
+def test_reproduce_tune_runs_the_search_then_trains_the_best(tmp_path):
+    from rnnlab.data.registry import DataMissing
+    from rnnlab.experiments.studies import EXPERIMENTS
+    from rnnlab.experiments.sweeps import produced_metrics, spec_sweep
+
+    exp = EXPERIMENTS["polyphonic"]
+    try:
+        produced_metrics(spec_sweep(exp.search, exp.specs(True)[0], True, "polyphonic").trials()[0])
+    except (DataMissing, ValueError) as err:
+        pytest.skip(f"the polyphonic data is not on this machine ({err})")
+    assert main(["reproduce", "polyphonic", "--tune", "--quick", "--seeds", "2", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "polyphonic-tuned" / "results.json").read_text())
+    searches = sorted(p.name for p in (tmp_path / "polyphonic-tuned" / "search").iterdir())
+    assert searches == sorted(s.key for s in exp.specs(True))
+    for spec in results["configurations"]:
+        rows = _rows(tmp_path / "polyphonic-tuned" / "search" / spec["key"] / "trials.csv")
+        ok = [r for r in rows if r["status"] == "ok"]
+        best = min(ok, key=lambda r: float(r["dev_loss"]))
+        assert spec["settings"]["lr"] == pytest.approx(float(best["lr"]))    # the tuned run uses the search's best
+        assert math.exp(-12) <= spec["settings"]["lr"] <= math.exp(-6)
+    assert any("Tuned: lr of each configuration" in n for n in results["notes"])
+    assert results["verdicts"]

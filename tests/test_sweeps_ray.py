@@ -1,0 +1,166 @@
+"""The Ray executor on a real cluster started by the test on this machine: a head and a second node
+(``ray start --block``, each in its own process group, on this machine only), stopped at the end by
+signalling those process groups, nothing else. Skipped, naming why, without the ray extra."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rnnlab[ray]')")
+pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'rnnlab[ray]')")
+
+RAY = Path(sys.executable).with_name("ray")
+# Nodes are started with --node-ip-address 127.0.0.1 and the driver joins 127.0.0.1:PORT. (For a
+# cluster of several nodes Ray advertises this machine's own interface address instead of the
+# loopback one; the cluster still never leaves this machine.)
+ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+
+SWEEP = """
+task = "mean-sign"
+metric = "dev_loss"
+seeds = 2
+samples = 2
+[task_options]
+n_train = 48
+n_dev = 24
+n_test = 24
+length = 6
+features = 3
+[settings]
+epochs = EPOCHS
+hidden = 4
+layers = 1
+batch_size = 16
+dtype = "float64"
+[search]
+cell = ["rnn", "gru"]
+lr = { loguniform = [1e-3, 1e-1] }
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A head node and worker nodes started with ``ray start --block``, each its own process group."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.temp = tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp")   # short: Ray's socket paths have a limit
+        self.nodes: list[subprocess.Popen] = []
+        self._start(["--head", "--port", str(self.port), "--temp-dir", self.temp, "--include-dashboard", "false"])
+
+    def _start(self, args: list[str]) -> subprocess.Popen:
+        log = open(Path(self.temp) / f"node{len(self.nodes)}.log", "w")
+        proc = subprocess.Popen([str(RAY), "start", "--block", "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
+                                 *args], env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.nodes.append(proc)
+        return proc
+
+    def add_node(self) -> subprocess.Popen:
+        return self._start(["--address", self.address])
+
+    def wait_for(self, nodes: int, timeout: float = 90.0) -> None:
+        code = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+                "print(sum(n['Alive'] for n in ray.nodes()))")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = subprocess.run([sys.executable, "-c", code, self.address], env=ENV, capture_output=True, text=True)
+            if out.returncode == 0 and out.stdout.strip().isdigit() and int(out.stdout.strip()) >= nodes:
+                return
+            time.sleep(1.0)
+        raise RuntimeError(f"the Ray cluster did not come up with {nodes} nodes; logs in {self.temp}")
+
+    @staticmethod
+    def stop_node(proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        for proc in self.nodes:
+            self.stop_node(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.nodes:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            self.stop_node(proc, signal.SIGKILL)   # what SIGTERM left of the group
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster()
+    try:
+        c.add_node()
+        c.wait_for(2)
+        yield c
+    finally:
+        c.stop()
+
+
+def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, wait: bool = True):
+    path = tmp_path / "sweep.toml"
+    path.write_text(SWEEP.replace("EPOCHS", str(epochs)))
+    command = [sys.executable, "-m", "rnnlab.cli", "sweep", str(path), "--out", str(tmp_path / out), *args]
+    if wait:
+        return subprocess.run(command, env=ENV, check=True, capture_output=True, text=True)
+    return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+
+
+def test_local_and_ray_give_the_same_trials_and_float64_metrics(tmp_path, cluster):
+    _sweep(tmp_path, "local", "--workers", "2")
+    _sweep(tmp_path, "ray", "--executor", "ray", "--address", cluster.address)
+    local, on_ray = _rows(tmp_path / "local" / "trials.csv"), _rows(tmp_path / "ray" / "trials.csv")
+    assert len(local) == 8 and local == on_ray       # same ids, same order, every metric digit for digit
+    again = _sweep(tmp_path, "ray", "--executor", "ray", "--address", cluster.address)
+    assert "8 already stored, 0 to train" in again.stderr
+
+
+def test_a_ray_node_lost_mid_sweep_costs_only_retries(tmp_path, cluster):
+    proc = _sweep(tmp_path, "ray", "--executor", "ray", "--address", cluster.address, epochs=40, wait=False)
+    stored = tmp_path / "ray" / "trials"
+    deadline = time.monotonic() + 180
+    while not list(stored.glob("*/trial.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(stored.glob("*/trial.json")), "no trial finished on the cluster"
+    cluster.stop_node(cluster.nodes[1])     # the second node, while both nodes run a trial
+    assert proc.wait(300) == 0
+    _sweep(tmp_path, "local", "--workers", "2", epochs=40)
+    resumed, local = _rows(tmp_path / "ray" / "trials.csv"), _rows(tmp_path / "local" / "trials.csv")
+    assert len({r["id"] for r in resumed}) == len(resumed) == 8
+    assert resumed == local
+
+
+def test_asha_stops_poor_trials_and_stores_every_one(tmp_path, cluster):
+    _sweep(tmp_path, "asha", "--executor", "ray", "--address", cluster.address, "--early-stop", "asha", epochs=6)
+    with open(tmp_path / "asha" / "trials.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 and len({r["id"] for r in rows}) == 8
+    statuses = [r["status"] for r in rows]
+    assert set(statuses) <= {"ok", "stopped"} and "ok" in statuses
+    assert all(r["error"].startswith("stopped by ASHA after epoch") for r in rows if r["status"] == "stopped")
+    assert "stopped early by ASHA" in (tmp_path / "asha" / "report.md").read_text() or "stopped" not in statuses
