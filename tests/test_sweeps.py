@@ -286,3 +286,18 @@ def test_reproduce_tune_runs_the_search_then_trains_the_best(tmp_path):
         assert math.exp(-12) <= spec["settings"]["lr"] <= math.exp(-6)
     assert any("Tuned: lr of each configuration" in n for n in results["notes"])
     assert results["verdicts"]
+
+
+def test_a_linked_axis_sets_a_cell_with_its_own_size():
+    text = TINY.replace('cell = ["rnn", "gru"]', 'model = [{ cell = "rnn", hidden = 9 }, { cell = "gru", hidden = 5, '
+                        'variant = "cho" }]').replace("hidden = 4\n", "")
+    sweep = parse_sweep(text)
+    assert sweep.searched == ["cell", "hidden", "variant", "lr"]
+    trials = sweep.trials()
+    assert {t.group for t in trials} == {"cell=rnn,hidden=9", "cell=gru,hidden=5,variant=cho"}
+    assert all((t.settings["cell"], t.settings["hidden"]) in {("rnn", 9), ("gru", 5)} for t in trials)
+    assert all(t.settings["variant"] == "cho" for t in trials if t.settings["cell"] == "gru")
+    with pytest.raises(ValueError, match="search.model: hidden: set in \\[settings\\] too"):
+        parse_sweep(text.replace("layers = 1", "layers = 1\nhidden = 3"))
+    with pytest.raises(ValueError, match="search.cell: searched by two axes"):
+        parse_sweep(text.replace("[search]", '[search]\ncell = ["lstm"]'))

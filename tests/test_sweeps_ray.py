@@ -96,7 +96,7 @@ class Cluster:
     def stop(self) -> None:
         for proc in self.nodes:
             self.stop_node(proc, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 3
         for proc in self.nodes:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
@@ -106,8 +106,7 @@ class Cluster:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-@pytest.fixture
-def cluster():
+def _two_nodes():
     c = Cluster()
     try:
         c.add_node()
@@ -115,6 +114,10 @@ def cluster():
         yield c
     finally:
         c.stop()
+
+
+cluster = pytest.fixture(scope="module")(_two_nodes)   # shared by the tests that leave it whole
+own_cluster = pytest.fixture(_two_nodes)                # for the test that stops one of its nodes
 
 
 def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, wait: bool = True):
@@ -140,7 +143,8 @@ def test_local_and_ray_give_the_same_trials_and_float64_metrics(tmp_path, cluste
     assert "8 already stored, 0 to train" in again.stderr
 
 
-def test_a_ray_node_lost_mid_sweep_costs_only_retries(tmp_path, cluster):
+def test_a_ray_node_lost_mid_sweep_costs_only_retries(tmp_path, own_cluster):
+    cluster = own_cluster
     proc = _sweep(tmp_path, "ray", "--executor", "ray", "--address", cluster.address, epochs=40, wait=False)
     stored = tmp_path / "ray" / "trials"
     deadline = time.monotonic() + 180

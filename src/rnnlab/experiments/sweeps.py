@@ -11,6 +11,9 @@
     cell = ["rnn", "gru"]                   # a list is a grid axis
     lr = { loguniform = [1e-4, 1e-1] }      # uniform, loguniform, int, choice: sampled
 
+A grid axis of tables links settings that change together (its key is only a name):
+``model = [{ cell = "rnn", hidden = 18 }, { cell = "gru", hidden = 10 }]``.
+
 Trials = grid points × samples × seeds (a draw that repeats an earlier configuration is trained
 once). The draws are made from the file's contents alone: the
 sampled distributions and the task fix one random stream per (grid point, sample number), so the
@@ -111,11 +114,21 @@ class Sweep:
 
     @property
     def searched(self) -> list[str]:
-        return list(self.grid) + list(self.sampled)
+        names: list[str] = []
+        for key, values in self.grid.items():
+            linked = [k for v in values if isinstance(v, dict) for k in v]
+            names += [k for k in dict.fromkeys(linked) if k not in names] if linked else [key]
+        return names + list(self.sampled)
 
     def groups(self) -> list[dict[str, Any]]:
-        names = list(self.grid)
-        return [dict(zip(names, point)) for point in itertools.product(*self.grid.values())]
+        """Each grid point as flat settings (a linked axis contributes all the settings of its entry)."""
+        points = []
+        for combo in itertools.product(*self.grid.values()):
+            point: dict[str, Any] = {}
+            for key, value in zip(self.grid, combo):
+                point.update(value if isinstance(value, dict) else {key: value})
+            points.append(point)
+        return points
 
     def trials(self) -> list[Trial]:
         base = _digest({"task": self.task, "sampled": {k: [d.kind, list(d.args)] for k, d in self.sampled.items()}})
@@ -207,10 +220,14 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
     for key, value in data.get("search", {}).items():
         key = key.replace("-", "_")
         at = where(key, "search")
-        if key not in table or key in NOT_SEARCHABLE:
+        linked = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
+        if not linked and (key not in table or key in NOT_SEARCHABLE):
             raise ValueError(f"{at}: unknown setting; expected names from {sorted(set(table) - set(NOT_SEARCHABLE))}")
         if key in settings:
             raise ValueError(f"{at}: set in [settings] too; a setting is either fixed or searched")
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            grid[key] = [_linked_entry(entry, table, at, settings) for entry in value]   # e.g. cell with its size
+            continue
         if isinstance(value, list):
             if not value:
                 raise ValueError(f"{at}: empty list; a grid axis needs at least one value")
@@ -222,9 +239,30 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
                              f"{{ loguniform = [1e-4, 1e-1] }}, got {value!r}")
     if not grid and not sampled:
         raise ValueError(f"{source}: [search] declares nothing to search")
+    named = [k for key, values in grid.items()
+             for k in (dict.fromkeys(n for v in values for n in v) if isinstance(values[0], dict) else [key])]
+    named += list(sampled)
+    repeated = sorted({k for k in named if named.count(k) > 1})
+    if repeated:
+        raise ValueError(f"{where(repeated[0], 'search')}: searched by two axes; each setting has one")
     return Sweep(task=task, metric=str(data["metric"]), mode=mode, seeds=counts["seeds"], samples=counts["samples"],
                  settings=settings, task_options=dict(data.get("task_options", {})), grid=grid, sampled=sampled,
                  source=source)
+
+
+def _linked_entry(entry: dict, table: dict, at: str, fixed: dict) -> dict[str, Any]:
+    """One value of a linked axis: settings that change together (a cell and its hidden size)."""
+    out = {}
+    for name, value in entry.items():
+        name = name.replace("-", "_")
+        if name not in table or name in NOT_SEARCHABLE:
+            raise ValueError(f"{at}: {name}: unknown setting in a linked axis entry")
+        if name in fixed:
+            raise ValueError(f"{at}: {name}: set in [settings] too; a setting is either fixed or searched")
+        out[name] = convert(table[name], value, f"{at}: {name}")
+    if not out:
+        raise ValueError(f"{at}: an empty entry; a linked axis entry sets at least one setting")
+    return out
 
 
 def _distribution(value: dict, setting, at: str) -> Distribution:
