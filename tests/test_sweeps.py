@@ -301,3 +301,22 @@ def test_a_linked_axis_sets_a_cell_with_its_own_size():
         parse_sweep(text.replace("layers = 1", "layers = 1\nhidden = 3"))
     with pytest.raises(ValueError, match="search.cell: searched by two axes"):
         parse_sweep(text.replace("[search]", '[search]\ncell = ["lstm"]'))
+
+
+def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
+    pytest.importorskip("jax", reason="the jax extra is not installed")
+    from rnnlab.experiments.executors import replica_groups
+
+    sweep = parse_sweep(TINY)
+    groups = replica_groups([(t.id, t.settings) for t in sweep.trials()])
+    # per cell, 2 learning rates × 2 seeds: each seed once per program
+    assert [len(g) for g in groups] == [2, 2, 2, 2]
+    assert all(len({s["lr"] for _, s in g}) == 1 or len({s["seed"] for _, s in g}) == len(g) for g in groups)
+    plain = run_sweep(sweep, tmp_path / "plain", workers=1, progress=False)
+    together = run_sweep(sweep, tmp_path / "replicas", workers=1, progress=False, replicas=True)
+    a = {r["id"]: r for r in plain["records"]}
+    b = {r["id"]: r for r in together["records"]}
+    assert a.keys() == b.keys()
+    for trial_id, record in a.items():
+        for metric, value in record["metrics"].items():
+            assert b[trial_id]["metrics"][metric] == pytest.approx(value, rel=1e-6, abs=1e-9), metric

@@ -301,7 +301,7 @@ def _sweep(args: argparse.Namespace) -> int:
         sweep = quick_version(sweep)
     out = Path(args.out or f"runs/sweep-{Path(args.file).stem}")
     summary = run_sweep(sweep, out, executor=args.executor, address=args.address, workers=args.workers,
-                        force=args.force, early_stop=args.early_stop)
+                        force=args.force, early_stop=args.early_stop, replicas=args.replicas)
     html_path, md_path = write_sweep_report(summary, out)
     print(sweep_summary_text(summary))
     print(f"report: {html_path.resolve()}\n(also {md_path}, trials.csv, best/*.toml)")
@@ -440,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--force", action="store_true", help="retrain trials that are already stored")
     sw.add_argument("--early-stop", choices=("asha",), default=None,
                     help="ray: stop poor trials early with Ray Tune's ASHA scheduler on the per-epoch metric")
+    sw.add_argument("--replicas", action="store_true", help="train the trials that differ only in seed and learning "
+                    "rate as one compiled JAX program (needs rnnlab[jax])")
     sw.set_defaults(run=_sweep)
     return parser
 

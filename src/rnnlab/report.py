@@ -230,12 +230,13 @@ def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str
 
 
 def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
-    """The metric against each numeric searched setting, one colour per group, seeds as points."""
+    """The metric against each numeric searched setting (not the settings of a linked axis, which
+    only name a group), one colour per group, seeds as points."""
     from rnnlab.analysis.plots import plot_metric_against_setting
 
     figures = []
     ok = [r for r in summary["records"] if r["status"] == "ok" and summary["metric"] in r["metrics"]]
-    for name in summary["searched"]:
+    for name in summary.get("plot_axes", summary["searched"]):
         if not ok or not all(isinstance(r["values"].get(name), (int, float)) and
                              not isinstance(r["values"].get(name), bool) for r in ok):
             continue

@@ -179,7 +179,7 @@ def plot_metric_against_setting(points: dict[str, tuple], path, xlabel: str, yla
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, (x, y)) in enumerate(points.items()):
         x, y = np.asarray(x, float), np.asarray(y, float)
-        color = _color(name.split("=", 1)[-1]) if name.startswith("cell=") else cycle[i % len(cycle)]
+        color = cycle[i % len(cycle)]
         ax.scatter(x, y, s=18, alpha=0.6, color=color, label=name)
         xs = np.unique(x)
         means = [y[x == v].mean() for v in xs]

@@ -54,29 +54,77 @@ def run_trial(settings: dict[str, Any], on_epoch: Callable | None = None) -> dic
             "seconds": time.perf_counter() - started}
 
 
-def _pinned_trial(settings: dict[str, Any]) -> dict[str, Any]:
+def run_replica_group(settings_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trials that differ only in seed and learning rate, trained as one ``fit_replicas`` program
+    (the jax extra); one outcome per trial, as ``run_trial`` gives it. Streams with carried state
+    and weight noise, which ``fit_replicas`` does not do, train trial by trial."""
+    from rnnlab.data.containers import SequenceData
+    from rnnlab.replicas import fit_replicas
+
+    started = time.perf_counter()
+    try:
+        built = [build(settings) for settings in settings_list]
+    except Exception as err:  # recorded like run_trial's failures
+        return [{"status": "failed", "error": f"{type(err).__name__}: {err}", "metrics": {}, "history": [],
+                 "seconds": time.perf_counter() - started} for _ in settings_list]
+    tasks = [task for task, _ in built]
+    if len(settings_list) == 1 or settings_list[0].get("weight_noise") or not all(
+            isinstance(d, SequenceData) for d in tasks[0].splits.values()):
+        return [run_trial(settings) for settings in settings_list]
+    splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
+              for name in SPLITS}
+    results = fit_replicas([model for _, model in built], splits["train"], splits["dev"], splits["test"],
+                           train_config(settings_list[0], progress=False), [s["seed"] for s in settings_list],
+                           [task.task_metrics for task in tasks], learning_rates=[s["lr"] for s in settings_list])
+    seconds = (time.perf_counter() - started) / len(settings_list)
+    return [{"status": "diverged" if r["diverged"] else "ok", "error": r["diverged"] or "",
+             "metrics": {} if r["diverged"] else {k: float(v) for k, v in r.items()
+                                                  if k.split("_")[0] in SPLITS and isinstance(v, (int, float))},
+             "history": r["history"], "seconds": seconds} for r in results]
+
+
+def replica_groups(jobs: list[tuple[Any, dict]]) -> list[list[tuple[Any, dict]]]:
+    """Jobs whose settings differ only in seed and learning rate, together (first-seen order); a
+    group holds each seed once (``fit_replicas`` draws each replica's batches from its seed)."""
+    groups: dict[tuple, list] = {}
+    for key, settings in jobs:
+        rest = json.dumps({k: v for k, v in settings.items() if k not in ("seed", "lr")}, sort_keys=True, default=str)
+        copy = 0
+        while any(s["seed"] == settings["seed"] for _, s in groups.get((rest, copy), [])):
+            copy += 1
+        groups.setdefault((rest, copy), []).append((key, settings))
+    return list(groups.values())
+
+
+def _run_group(settings_list: list[dict[str, Any]], replicas: bool) -> list[dict[str, Any]]:
+    return run_replica_group(settings_list) if replicas else [run_trial(s) for s in settings_list]
+
+
+def _pinned_group(settings_list: list[dict[str, Any]], replicas: bool) -> list[dict[str, Any]]:
     with blas_threads(1):
-        return run_trial(settings)
+        return _run_group(settings_list, replicas)
 
 
-def run_local(jobs: list[tuple[Any, dict]], workers: int) -> Iterator[tuple[Any, dict]]:
-    """(key, outcome) as each job finishes, from a pool of ``workers`` spawned processes."""
+def run_local(jobs: list[tuple[Any, dict]], workers: int, replicas: bool = False) -> Iterator[tuple[Any, dict]]:
+    """(key, outcome) as each job finishes, from a pool of ``workers`` spawned processes. With
+    ``replicas``, each group of ``replica_groups`` is one job."""
     if not jobs:
         return
+    units = replica_groups(jobs) if replicas else [[job] for job in jobs]
     if workers <= 1:
-        for key, settings in jobs:
-            yield key, _pinned_trial(settings)
+        for unit in units:
+            yield from zip([k for k, _ in unit], _pinned_group([s for _, s in unit], replicas))
         return
     saved = {k: os.environ.get(k) for k in THREAD_ENV}
     os.environ.update(THREAD_ENV)  # spawned workers inherit it before importing numpy
     try:
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-            pending = {pool.submit(run_trial, settings): key for key, settings in jobs}
+        with ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=context) as pool:
+            pending = {pool.submit(_run_group, [s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    yield pending.pop(future), future.result()
+                    yield from zip(pending.pop(future), future.result())
     finally:
         for k, v in saved.items():
             if v is None:
@@ -85,7 +133,8 @@ def run_local(jobs: list[tuple[Any, dict]], workers: int) -> Iterator[tuple[Any,
                 os.environ[k] = v
 
 
-def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | None) -> Iterator[tuple[Any, dict]]:
+def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | None,
+            replicas: bool = False) -> Iterator[tuple[Any, dict]]:
     """(key, outcome) as each job finishes on a Ray cluster: ``address`` "auto" or HOST:PORT joins
     one, None starts a local instance (with ``workers`` CPUs). A trial whose worker or node is lost
     is run again elsewhere (Ray's task retries)."""
@@ -102,12 +151,13 @@ def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | No
             options.update(num_cpus=workers, include_dashboard=False)
         ray.init(address=address, **options)
     try:
-        remote = ray.remote(num_cpus=1, max_retries=5)(run_trial)
-        pending = {remote.remote(settings): key for key, settings in jobs}
+        remote = ray.remote(num_cpus=1, max_retries=5)(_run_group)
+        units = replica_groups(jobs) if replicas else [[job] for job in jobs]
+        pending = {remote.remote([s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                yield pending.pop(ref), ray.get(ref)
+                yield from zip(pending.pop(ref), ray.get(ref))
     finally:
         if started_here:
             ray.shutdown()
@@ -188,8 +238,16 @@ def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int
 
 
 def executor(name: str, address: str | None = None, workers: int | None = None, early_stop: str | None = None,
-             metric: str = "dev_loss", mode: str = "min") -> Callable:
-    """``jobs -> iterator of (key, outcome)`` for an executor name."""
+             metric: str = "dev_loss", mode: str = "min", replicas: bool = False) -> Callable:
+    """``jobs -> iterator of (key, outcome)`` for an executor name; ``replicas``: trials that differ
+    only in seed and learning rate train as one ``fit_replicas`` program (the jax extra)."""
+    if replicas:
+        import importlib.util
+
+        if importlib.util.find_spec("jax") is None:
+            raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
+        if early_stop is not None:
+            raise ValueError("--replicas: not with --early-stop (ASHA stops trials one by one)")
     if name not in EXECUTORS:
         raise ValueError(f"--executor: unknown executor {name!r}; expected one of {EXECUTORS}")
     if early_stop not in (None, "asha"):
@@ -201,10 +259,10 @@ def executor(name: str, address: str | None = None, workers: int | None = None, 
             raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
                              "early); the local executor trains every trial to the end")
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return lambda jobs: run_local(jobs, workers or cores)
+        return lambda jobs: run_local(jobs, workers or cores, replicas)
     if early_stop == "asha":
         return lambda jobs: run_ray_asha(jobs, address, workers, metric, mode)
-    return lambda jobs: run_ray(jobs, address, workers)
+    return lambda jobs: run_ray(jobs, address, workers, replicas)
 
 
 def progress_bar(total: int, enabled: bool):

@@ -443,11 +443,12 @@ def produced_metrics(trial: Trial) -> list[str]:
 
 def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
               workers: int | None = None, force: bool = False, progress: bool = True,
-              early_stop: str | None = None) -> dict[str, Any]:
+              early_stop: str | None = None, replicas: bool = False) -> dict[str, Any]:
     """Train every trial not stored yet (all of them with ``force``), store each as it finishes, and
     return the summary (per group, configurations best first) with the records. ``early_stop="asha"``
-    (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric."""
-    run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode)
+    (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric;
+    ``replicas`` trains the trials that differ only in seed and learning rate as one JAX program."""
+    run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode, replicas)
     trials = sweep.trials()
     produced = produced_metrics(trials[0])
     if sweep.metric not in produced:
@@ -488,6 +489,7 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     return {"source": sweep.source, "task": sweep.task, "metric": sweep.metric, "mode": sweep.mode,
             "seeds": sweep.seeds, "samples": sweep.samples, "searched": sweep.searched,
             "log_axes": [k for k, d in sweep.sampled.items() if d.log], "trials": len(trials),
+            "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.sampled),
             "trained_now": len(todo), "seconds": time.perf_counter() - started,
             "executor": executor, "groups": summary, "records": records}
 
