@@ -320,3 +320,12 @@ def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
     for trial_id, record in a.items():
         for metric, value in record["metrics"].items():
             assert b[trial_id]["metrics"][metric] == pytest.approx(value, rel=1e-6, abs=1e-9), metric
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "examples").rglob("*.toml")),
+                         ids=lambda p: p.name)
+def test_the_example_sweeps_parse_and_ask_for_a_metric_their_task_produces(path):
+    from rnnlab.experiments.sweeps import load_sweep, produced_metrics
+
+    sweep = load_sweep(path)
+    assert sweep.metric in produced_metrics(sweep.trials()[0])

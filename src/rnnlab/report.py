@@ -204,14 +204,18 @@ SORTABLE = ("<script>document.querySelectorAll('table.sortable th').forEach(func
 
 def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     sampled = [k for k in summary["searched"] if all(k not in g["point"] for g in summary["groups"])]
-    header = ["group", *sampled, f"{summary['metric']} mean ± std", "95% interval", "seeds finished", "configurations"]
+    shown = f"{summary['metric']} (trials)" if summary["metric"] in COUNT_METRICS else f"{summary['metric']} mean ± std"
+    header = ["group", *sampled, shown, "95% interval", "seeds finished", "configurations"]
     rows = []
     for group in summary["groups"]:
         if not group["configs"]:
             rows.append([group["group"], *["–"] * len(sampled), "not run", "–", "0", "0"])
             continue
         top = group["configs"][0]
-        value = f"{_fmt(top['mean'])} ± {_fmt(top['std'])}" if "mean" in top else "no seed finished"
+        if "count" in top:   # trials that succeeded: a count, not a mean of 0/1
+            value = f"{top['count']} of {top['n']}"
+        else:
+            value = f"{_fmt(top['mean'])} ± {_fmt(top['std'])}" if "mean" in top else "no seed finished"
         interval = f"[{_fmt(top['ci_low'])}, {_fmt(top['ci_high'])}]" if "mean" in top else "–"
         rows.append([group["group"], *[str(top["values"].get(k)) for k in sampled], value, interval,
                      f"{top['finished']} of {top['seeds']}", str(len(group["configs"]))])
@@ -249,9 +253,11 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
                                            summary["metric"], f"{summary['metric']} against {name}",
                                            logx=name in summary["log_axes"])
         log_note = f"Log axis: {name} was drawn log-uniformly. " if name in summary["log_axes"] else ""
+        what = ("Each point is one trial (1: it solved every test string); the line joins the fraction of trials "
+                "that did at each value. " if summary["metric"] in COUNT_METRICS else
+                "Each point is one trial (one seed); the line joins the means over seeds. ")
         figures.append({"title": f"{summary['metric']} against {name}", "path": str(path.relative_to(out_dir)),
-                        "caption": "Each point is one trial (one seed); the line joins the means over seeds. "
-                                   f"{log_note}Diverged and failed trials are not drawn."})
+                        "caption": f"{what}{log_note}Diverged and failed trials are not drawn."})
     return figures
 
 

@@ -49,6 +49,7 @@ from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.executors import progress_bar, run_trial
 from rnnlab.experiments.runner import Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_table
+from rnnlab.experiments.verdicts import COUNT_METRICS, wilson
 from rnnlab.train import atomic_write
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
@@ -367,7 +368,7 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
             row = {"config": config, "values": mine[0]["values"], "seeds": len(mine), "finished": len(values),
                    "statuses": {s: sum(r["status"] == s for r in mine) for s in STATUSES}}
             if values:
-                row.update(mean_std_interval(values))
+                row.update(mean_std_interval(values, count=sweep.metric in COUNT_METRICS))
             rows.append(row)
         rows.sort(key=lambda r: (r["finished"] < r["seeds"], sign * r.get("mean", math.inf) if "mean" in r
                                  else math.inf))
@@ -375,10 +376,16 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
     return out
 
 
-def mean_std_interval(values: list[float]) -> dict[str, float]:
+def mean_std_interval(values: list[float], count: bool = False) -> dict[str, float]:
+    """Mean, std and a 95% interval over seeds: Student's t, or for a count metric (1 when a trial
+    succeeded) the number of successes and Wilson's interval of the success rate."""
     arr = np.asarray(values, dtype=np.float64)
     mean = float(arr.mean())
     std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    if count:
+        successes = int(round(arr.sum()))
+        low, high = wilson(successes, int(arr.size))
+        return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": low, "ci_high": high, "count": successes}
     if arr.size > 1 and std > 0:
         low, high = stats.t.interval(0.95, arr.size - 1, loc=mean, scale=std / math.sqrt(arr.size))
     else:

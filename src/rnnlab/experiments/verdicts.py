@@ -84,7 +84,7 @@ def describe(values: np.ndarray, metric: str) -> str:
     return f"{values.mean():.4g} ± {values.std(ddof=1):.2g} ({len(values)} seeds)"
 
 
-def _wilson(successes: int, n: int) -> tuple[float, float]:
+def wilson(successes: int, n: int) -> tuple[float, float]:
     ci = stats.binomtest(successes, n).proportion_ci(0.95, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -94,7 +94,7 @@ def compare_samples(a: np.ndarray, b: np.ndarray, count: bool) -> tuple[float, f
     if count:
         ka, kb, na, nb = int(a.sum()), int(b.sum()), len(a), len(b)
         pa, pb = ka / na, kb / nb
-        (la, ua), (lb, ub) = _wilson(ka, na), _wilson(kb, nb)
+        (la, ua), (lb, ub) = wilson(ka, na), wilson(kb, nb)
         d = pa - pb
         low = d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
         high = d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
@@ -138,7 +138,7 @@ def judge_published(key: str, metric: str, published: Any, runs: list[dict], rea
     low_pub, high_pub = (published, published) if isinstance(published, (int, float)) else published
     target = (low_pub + high_pub) / 2
     if metric in COUNT_METRICS:
-        low, high = _wilson(int(values.sum()), len(values))
+        low, high = wilson(int(values.sum()), len(values))
         mean, test = float(values.mean()), "Wilson interval of our success rate; binomial test"
         p = float(stats.binomtest(int(values.sum()), len(values), min(max(target, 0.0), 1.0)).pvalue)
     elif len(values) < 2:
