@@ -167,4 +167,5 @@ def test_asha_stops_poor_trials_and_stores_every_one(tmp_path, cluster):
     statuses = [r["status"] for r in rows]
     assert set(statuses) <= {"ok", "stopped"} and "ok" in statuses
     assert all(r["error"].startswith("stopped by ASHA after epoch") for r in rows if r["status"] == "stopped")
-    assert "stopped early by ASHA" in (tmp_path / "asha" / "report.md").read_text() or "stopped" not in statuses
+    if "stopped" in statuses:
+        assert "stopped early by ASHA" in (tmp_path / "asha" / "report.md").read_text()

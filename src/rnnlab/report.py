@@ -233,6 +233,11 @@ def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str
     return header, [rows[i] for i in order]
 
 
+def _spans_decades(values: list[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) and bool(positive) and max(positive) / min(positive) >= 100
+
+
 def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
     """The metric against each numeric searched setting (not the settings of a linked axis, which
     only name a group), one colour per group, seeds as points."""
@@ -245,14 +250,16 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
                              not isinstance(r["values"].get(name), bool) for r in ok):
             continue
         points: dict[str, tuple[list, list]] = {}
-        for r in ok:
-            xs, ys = points.setdefault(r["group"], ([], []))
+        for r in ok:   # one series per group, the plotted axis taken out of the group's name
+            series = ",".join(part for part in r["group"].split(",") if not part.startswith(f"{name}=")) or "all"
+            xs, ys = points.setdefault(series, ([], []))
             xs.append(r["values"][name])
             ys.append(r["metrics"][summary["metric"]])
+        log_axis = name in summary["log_axes"] or _spans_decades([r["values"][name] for r in ok])
         path = plot_metric_against_setting(points, out_dir / "figures" / f"{summary['metric']}-vs-{name}.png", name,
                                            summary["metric"], f"{summary['metric']} against {name}",
-                                           logx=name in summary["log_axes"])
-        log_note = f"Log axis: {name} was drawn log-uniformly. " if name in summary["log_axes"] else ""
+                                           logx=log_axis)
+        log_note = f"Log axis: {name} spans decades. " if log_axis else ""
         what = ("Each point is one trial (1: it solved every test string); the line joins the fraction of trials "
                 "that did at each value. " if summary["metric"] in COUNT_METRICS else
                 "Each point is one trial (one seed); the line joins the means over seeds. ")
@@ -264,12 +271,18 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
 def _sweep_intro(summary: dict[str, Any]) -> list[str]:
     counts = {s: sum(r["status"] == s for r in summary["records"]) for s in ("ok", "diverged", "failed", "stopped")}
     stopped = f", {counts['stopped']} stopped early by ASHA" if counts["stopped"] else ""
-    return [f"Task {summary['task']}; best by {summary['metric']} ({summary['mode']}imised), as the mean over each "
-            f"configuration's seeds ({summary['seeds']} per configuration, {summary['samples']} samples per group).",
+    count_metric = summary["metric"] in COUNT_METRICS
+    chosen = ("by the number of its trials that succeed" if count_metric else
+              f"({summary['mode']}imised) as the mean over each configuration's seeds")
+    intervals = ("Intervals are Wilson 95% intervals of the success rate" if count_metric else
+                 "Intervals are 95% t intervals over seeds")
+    trained = (f"; {summary['trained_now']} trained by this call in {summary['seconds']:.0f} s on the "
+               f"{summary['executor']} executor" if summary["trained_now"] else "")
+    return [f"Task {summary['task']}; best by {summary['metric']} {chosen} ({summary['seeds']} seeds per "
+            f"configuration, {summary['samples']} samples per group).",
             f"{len(summary['records'])} of {summary['trials']} trials stored: {counts['ok']} ok, {counts['diverged']} "
-            f"diverged, {counts['failed']} failed{stopped}; {summary['trained_now']} trained by this call in "
-            f"{summary['seconds']:.0f} s on the {summary['executor']} executor. Intervals are 95% t intervals over "
-            "seeds. Each group's best settings: best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
+            f"diverged, {counts['failed']} failed{stopped}{trained}. {intervals}. Each group's best settings: "
+            "best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
 
 
 def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
