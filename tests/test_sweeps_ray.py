@@ -120,9 +120,9 @@ cluster = pytest.fixture(scope="module")(_two_nodes)   # shared by the tests tha
 own_cluster = pytest.fixture(_two_nodes)                # for the test that stops one of its nodes
 
 
-def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, wait: bool = True):
+def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, samples: int = 2, wait: bool = True):
     path = tmp_path / "sweep.toml"
-    path.write_text(SWEEP.replace("EPOCHS", str(epochs)))
+    path.write_text(SWEEP.replace("EPOCHS", str(epochs)).replace("samples = 2", f"samples = {samples}"))
     command = [sys.executable, "-m", "rnnlab.cli", "sweep", str(path), "--out", str(tmp_path / out), *args]
     if wait:
         return subprocess.run(command, env=ENV, check=True, capture_output=True, text=True)
@@ -160,10 +160,11 @@ def test_a_ray_node_lost_mid_sweep_costs_only_retries(tmp_path, own_cluster):
 
 
 def test_asha_stops_poor_trials_and_stores_every_one(tmp_path, cluster):
-    _sweep(tmp_path, "asha", "--executor", "ray", "--address", cluster.address, "--early-stop", "asha", epochs=6)
+    _sweep(tmp_path, "asha", "--executor", "ray", "--address", cluster.address, "--early-stop", "asha", epochs=4,
+           samples=1)
     with open(tmp_path / "asha" / "trials.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 8 and len({r["id"] for r in rows}) == 8
+    assert len(rows) == 4 and len({r["id"] for r in rows}) == 4
     statuses = [r["status"] for r in rows]
     assert set(statuses) <= {"ok", "stopped"} and "ok" in statuses
     assert all(r["error"].startswith("stopped by ASHA after epoch") for r in rows if r["status"] == "stopped")
