@@ -30,3 +30,21 @@ def initial_state_delta(carry, back_steps):
     if back_steps < 0:
         return carry[0].copy()
     return carry[1:].sum(axis=0)
+
+
+@njit(cache=True)
+def inject(carry, dh_t, total):
+    """The error injected at this step joins the delta of age 0; ``total`` receives everything that
+    reaches h_t (the sum over ages)."""
+    carry[0] += dh_t
+    total[:] = carry[0]
+    for s in range(1, carry.shape[0]):
+        total += carry[s]
+
+
+@njit(cache=True)
+def sum_ages(per_age, B, out):
+    """out = the sum over ages of ``per_age`` (A·B, n), whose rows are age-major (age s at s·B...)."""
+    out[:] = per_age[:B]
+    for s in range(1, per_age.shape[0] // B):
+        out += per_age[s * B:(s + 1) * B]

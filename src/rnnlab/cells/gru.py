@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
@@ -215,10 +215,7 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
     drh = np.zeros((A * B, H), dhs.dtype)
     dprev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
-        carry[0] += dhs[t]
-        dh_out[t] = carry[0]
-        for s in range(1, A):
-            dh_out[t] += carry[s]
+        inject(carry, dhs[t], dh_out[t])
         for s in range(A):
             for i in range(B):
                 m = mask[t, i]
@@ -249,11 +246,8 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                     for j in range(H):
                         dh_n[j] *= r[j]                 # the n block of dhw is dn_pre ⊙ r
             np.dot(dhw_ages, W_hT, dprev)
-        dxw[t] = dpre[:B]
-        dhw[t] = dhw_ages[:B]
-        for s in range(1, A):
-            dxw[t] += dpre[s * B:(s + 1) * B]
-            dhw[t] += dhw_ages[s * B:(s + 1) * B]
+        sum_ages(dpre, B, dxw[t])
+        sum_ages(dhw_ages, B, dhw[t])
         for s in range(A):
             for i in range(B):
                 m = mask[t, i]

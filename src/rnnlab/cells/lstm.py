@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
@@ -142,10 +142,7 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
     dc_prev = np.empty((A, B, H), dhs.dtype)
     dh_prev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
-        carry_h[0] += dhs[t]
-        dh_out[t] = carry_h[0]
-        for s in range(1, A):
-            dh_out[t] += carry_h[s]
+        inject(carry_h, dhs[t], dh_out[t])
         for s in range(A):
             for i in range(B):
                 m = mask[t, i]
@@ -163,9 +160,7 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
                     d[3 * H + j] = m * dh[j] * tc[j] * o[j] * (1.0 - o[j])
                 for j in range(H):
                     dc_prev[s, i, j] = dc_total[j] * f[j] + (1.0 - m) * dc[j]
-        da_sum[t] = da[:B]
-        for s in range(1, A):
-            da_sum[t] += da[s * B:(s + 1) * B]
+        sum_ages(da, B, da_sum[t])
         np.dot(da, W_hT, dh_prev)
         for s in range(A):
             for i in range(B):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, new_carry, step_back
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell
 from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.common import matrix_transpose, sigmoid
@@ -157,19 +157,14 @@ def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
     da = np.empty((A * B, H), dhs.dtype)
     dprev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
-        carry[0] += dhs[t]
-        dh_out[t] = carry[0]
-        for s in range(1, A):
-            dh_out[t] += carry[s]
+        inject(carry, dhs[t], dh_out[t])
         for s in range(A):
             for i in range(B):
                 if mask[t, i] > 0.0:
                     _scale_by_activation_grad(carry[s, i], h_steps[t, i], da[s * B + i], act)
                 else:
                     da[s * B + i] = 0.0
-        dxw[t] = da[:B]
-        for s in range(1, A):
-            dxw[t] += da[s * B:(s + 1) * B]
+        sum_ages(da, B, dxw[t])
         np.dot(da, W_hT, dprev)
         for s in range(A):
             for i in range(B):
