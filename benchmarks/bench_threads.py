@@ -11,13 +11,12 @@ is what the rule picks for that size.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 
 import rnnlab
-from rnnlab.engines.threads import blas_threads, choose_threads
+from rnnlab.engines.threads import blas_threads, choose_threads, cpu_cores
 
 SIZES = [("lstm", (35, 5, 50, 50)), ("lstm", (35, 20, 200, 200)), ("lstm", (100, 64, 88, 256)),
          ("gru", (100, 64, 88, 256)), ("lstm", (35, 100, 256, 512))]
@@ -37,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = cpu_cores()
     print(f"rnnlab {rnnlab.__version__}, float32, wall ms per training step, 1 thread / {cores} threads")
     print(f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4}  {'engine':6} {'1 thread':>9} {'all':>9}  rule")
     for kind, (T, B, I, H) in SIZES:

@@ -19,31 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import TINY_SWEEP as TINY
 from rnnlab.cli import build_parser, main, settings_from_args
 from rnnlab.experiments.sweeps import parse_sweep, run_sweep, write_trials_csv
-
-TINY = """
-task = "mean-sign"
-metric = "dev_loss"
-mode = "min"
-seeds = 2
-samples = 2
-[task_options]
-n_train = 48
-n_dev = 24
-n_test = 24
-length = 6
-features = 3
-[settings]
-epochs = 2
-hidden = 4
-layers = 1
-batch_size = 16
-dtype = "float64"
-[search]
-cell = ["rnn", "gru"]
-lr = { loguniform = [1e-3, 1e-1] }
-"""
 
 
 def _write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:

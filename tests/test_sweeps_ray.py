@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY_SWEEP
+
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rnnlab[ray]')")
 pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'rnnlab[ray]')")
 
@@ -26,27 +28,6 @@ RAY = Path(sys.executable).with_name("ray")
 # loopback one; the cluster still never leaves this machine.)
 ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
 
-SWEEP = """
-task = "mean-sign"
-metric = "dev_loss"
-seeds = 2
-samples = 2
-[task_options]
-n_train = 48
-n_dev = 24
-n_test = 24
-length = 6
-features = 3
-[settings]
-epochs = EPOCHS
-hidden = 4
-layers = 1
-batch_size = 16
-dtype = "float64"
-[search]
-cell = ["rnn", "gru"]
-lr = { loguniform = [1e-3, 1e-1] }
-"""
 
 
 def _free_port() -> int:
@@ -122,7 +103,8 @@ own_cluster = pytest.fixture(_two_nodes)                # for the test that stop
 
 def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, samples: int = 2, wait: bool = True):
     path = tmp_path / "sweep.toml"
-    path.write_text(SWEEP.replace("EPOCHS", str(epochs)).replace("samples = 2", f"samples = {samples}"))
+    path.write_text(TINY_SWEEP.replace("epochs = 2", f"epochs = {epochs}").replace("samples = 2",
+                                                                                   f"samples = {samples}"))
     command = [sys.executable, "-m", "rnnlab.cli", "sweep", str(path), "--out", str(tmp_path / out), *args]
     if wait:
         return subprocess.run(command, env=ENV, check=True, capture_output=True, text=True)

@@ -297,6 +297,23 @@ def test_cli_config_file_and_evaluate(tmp_path):
     assert proc.returncode == 2 and "unknown setting(s) ['hiden']" in proc.stderr
 
 
+def test_a_checkpoint_runs_on_another_engine_with_the_same_numbers(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('cell = "lstm"\nhidden = 6\nlayers = 1\nepochs = 1\ndtype = "float64"\n'
+                      "[task_options]\nn_train = 64\nn_dev = 32\nn_test = 32\n")
+    run_cli("train", "--config", str(config), "--quiet", "--out", str(tmp_path / "run"))
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert saved["run"]["settings"]["engine"] == "numba"            # the training default
+    assert saved["run"]["settings"]["task_options"] == {"n_train": 64, "n_dev": 32, "n_test": 32}
+    checkpoint = str(tmp_path / "run" / "checkpoint.npz")
+    for engine in ("numpy", "numba"):
+        evaluated = json.loads(run_cli("evaluate", "--checkpoint", checkpoint, "--engine", engine).stdout)
+        for metric in ("dev_loss", "test_loss", "test_accuracy"):
+            assert evaluated[metric] == pytest.approx(saved[metric], rel=1e-10), (engine, metric)
+    proc = run_cli("evaluate", "--checkpoint", checkpoint, "--engine", "torch", check=False)
+    assert proc.returncode == 2 and "--engine" in proc.stderr
+
+
 def test_every_study_default_belongs_to_a_task_and_is_a_known_setting():
     from rnnlab.data.tasks import TASKS
     from rnnlab.experiments.defaults import STUDY_DEFAULTS

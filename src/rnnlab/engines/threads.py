@@ -48,10 +48,15 @@ def _blas_pools() -> tuple[list, list]:
     return ours, others
 
 
+def cpu_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def available_threads() -> int:
     """The BLAS threads this process may use now: NumPy's pool size (1 inside a pinned worker)."""
     ours, _ = _blas_pools()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = cpu_cores()
     return max(1, min(max((lib.num_threads for lib in ours), default=cores), cores))
 
 

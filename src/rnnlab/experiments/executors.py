@@ -20,14 +20,47 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any
 
-from rnnlab.engines.threads import blas_threads
-from rnnlab.experiments.settings import build, jsonable, train_config
+from rnnlab.engines.threads import blas_threads, cpu_cores
+from rnnlab.experiments.settings import SPLITS, build, final_metrics, jsonable, train_config
 
 THREAD_ENV = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 EXECUTORS = ("local", "ray")
-SPLITS = ("train", "dev", "test")
+
+
+@contextmanager
+def one_thread_workers():
+    """Worker processes spawned inside the block inherit ``THREAD_ENV`` (read before they import
+    NumPy); this process's environment is restored after."""
+    saved = {k: os.environ.get(k) for k in THREAD_ENV}
+    os.environ.update(THREAD_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
+def ray_session(ray, address: str | None, workers: int | None):
+    """Join the cluster at ``address`` ("auto", HOST:PORT), or start a local Ray instance with
+    ``workers`` CPUs when None, with one BLAS thread per worker; leave it if this call joined it."""
+    started_here = not ray.is_initialized()
+    if started_here:
+        options: dict[str, Any] = {"runtime_env": {"env_vars": THREAD_ENV}, "log_to_driver": False}
+        if address is None:
+            options.update(num_cpus=workers, include_dashboard=False)
+        ray.init(address=address, **options)
+    try:
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
 
 
 def run_trial(settings: dict[str, Any], on_epoch: Callable | None = None) -> dict[str, Any]:
@@ -49,8 +82,7 @@ def run_trial(settings: dict[str, Any], on_epoch: Callable | None = None) -> dic
     except Exception as err:  # a trial's failure is recorded, not raised: the other trials go on
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "metrics": {}, "history": [],
                 "seconds": time.perf_counter() - started}
-    metrics = {k: float(v) for k, v in result.items() if k.split("_")[0] in SPLITS and isinstance(v, (int, float))}
-    return {"status": "ok", "error": "", "metrics": metrics, "history": result["history"],
+    return {"status": "ok", "error": "", "metrics": final_metrics(result), "history": result["history"],
             "seconds": time.perf_counter() - started}
 
 
@@ -78,8 +110,7 @@ def run_replica_group(settings_list: list[dict[str, Any]]) -> list[dict[str, Any
                            [task.task_metrics for task in tasks], learning_rates=[s["lr"] for s in settings_list])
     seconds = (time.perf_counter() - started) / len(settings_list)
     return [{"status": "diverged" if r["diverged"] else "ok", "error": r["diverged"] or "",
-             "metrics": {} if r["diverged"] else {k: float(v) for k, v in r.items()
-                                                  if k.split("_")[0] in SPLITS and isinstance(v, (int, float))},
+             "metrics": {} if r["diverged"] else final_metrics(r),
              "history": r["history"], "seconds": seconds} for r in results]
 
 
@@ -115,22 +146,13 @@ def run_local(jobs: list[tuple[Any, dict]], workers: int, replicas: bool = False
         for unit in units:
             yield from zip([k for k, _ in unit], _pinned_group([s for _, s in unit], replicas))
         return
-    saved = {k: os.environ.get(k) for k in THREAD_ENV}
-    os.environ.update(THREAD_ENV)  # spawned workers inherit it before importing numpy
-    try:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=context) as pool:
-            pending = {pool.submit(_run_group, [s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield from zip(pending.pop(future), future.result())
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, len(units)),
+                                                   mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(_run_group, [s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield from zip(pending.pop(future), future.result())
 
 
 def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | None,
@@ -144,13 +166,7 @@ def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | No
         raise ValueError("--executor ray: needs Ray; install it with pip install 'rnnlab[ray]'") from err
     if not jobs:
         return
-    started_here = not ray.is_initialized()
-    if started_here:
-        options: dict[str, Any] = {"runtime_env": {"env_vars": THREAD_ENV}, "log_to_driver": False}
-        if address is None:
-            options.update(num_cpus=workers, include_dashboard=False)
-        ray.init(address=address, **options)
-    try:
+    with ray_session(ray, address, workers):
         remote = ray.remote(num_cpus=1, max_retries=5)(_run_group)
         units = replica_groups(jobs) if replicas else [[job] for job in jobs]
         pending = {remote.remote([s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
@@ -158,9 +174,6 @@ def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | No
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 yield from zip(pending.pop(ref), ray.get(ref))
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def _asha_trainable(config: dict[str, Any]) -> None:
@@ -199,12 +212,6 @@ def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int
     finished: queue.Queue = queue.Queue()
     channel = f"asha-{id(finished)}"
     CHANNELS[channel] = finished
-    started_here = not ray.is_initialized()
-    if started_here:
-        options: dict[str, Any] = {"runtime_env": {"env_vars": THREAD_ENV}, "log_to_driver": False}
-        if address is None:
-            options.update(num_cpus=workers, include_dashboard=False)
-        ray.init(address=address, **options)
     errors: list[BaseException] = []
 
     def fit_all() -> None:
@@ -223,18 +230,17 @@ def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int
         finally:
             finished.put(None)
 
-    thread = threading.Thread(target=fit_all, daemon=True)
-    thread.start()
-    try:
-        while (item := finished.get()) is not None:
-            yield item
-        if errors:
-            raise errors[0]
-    finally:
-        thread.join()
-        CHANNELS.pop(channel, None)
-        if started_here:
-            ray.shutdown()
+    with ray_session(ray, address, workers):
+        thread = threading.Thread(target=fit_all, daemon=True)
+        thread.start()
+        try:
+            while (item := finished.get()) is not None:
+                yield item
+            if errors:
+                raise errors[0]
+        finally:
+            thread.join()
+            CHANNELS.pop(channel, None)
 
 
 def executor(name: str, address: str | None = None, workers: int | None = None, early_stop: str | None = None,
@@ -258,8 +264,7 @@ def executor(name: str, address: str | None = None, workers: int | None = None, 
         if early_stop is not None:
             raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
                              "early); the local executor trains every trial to the end")
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return lambda jobs: run_local(jobs, workers or cores, replicas)
+        return lambda jobs: run_local(jobs, workers or cpu_cores(), replicas)
     if early_stop == "asha":
         return lambda jobs: run_ray_asha(jobs, address, workers, metric, mode)
     return lambda jobs: run_ray(jobs, address, workers, replicas)

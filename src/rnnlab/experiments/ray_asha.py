@@ -9,8 +9,9 @@ import queue
 
 from ray import tune
 
+from rnnlab.experiments.settings import final_metrics
+
 CHANNELS: dict[str, queue.Queue] = {}
-SPLITS = ("train", "dev", "test")
 
 
 class StoreFinished(tune.Callback):
@@ -26,7 +27,7 @@ class StoreFinished(tune.Callback):
             outcome = json.loads(result["outcome"])
         else:
             outcome = {"status": "stopped", "error": f"stopped by ASHA after epoch {result.get('epoch')}",
-                       "metrics": {k: float(v) for k, v in result.items() if k.split("_")[0] in SPLITS},
+                       "metrics": final_metrics(result),
                        "history": [], "seconds": float(result.get("time_total_s", 0.0))}
         CHANNELS[self.channel].put((trial.config["key"], outcome))
 

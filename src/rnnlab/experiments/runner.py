@@ -13,7 +13,6 @@ import dataclasses
 import json
 import math
 import multiprocessing
-import os
 import shutil
 import sys
 import time
@@ -26,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
+from rnnlab.engines.threads import cpu_cores
+from rnnlab.experiments.executors import one_thread_workers
 from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
 from rnnlab.experiments.verdicts import Claim, verdict_table
 from rnnlab.train import CHECKPOINT
@@ -166,22 +167,13 @@ def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = 
             if progress:
                 _progress(i, total, name, f"trained in {result['seconds_total']:.1f} s")
         return
-    saved = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    os.environ.update({k: "1" for k in saved})  # spawned workers inherit it before importing numpy
-    try:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=context) as pool:
-            started = {pool.submit(function, *args): name for name, function, args in tasks}
-            for i, future in enumerate(as_completed(started), 1):
-                result = future.result()  # a failed job raises here, naming nothing else as done
-                if progress:
-                    _progress(i, total, started[future], f"trained in {result['seconds_total']:.1f} s")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, total),
+                                                   mp_context=multiprocessing.get_context("spawn")) as pool:
+        started = {pool.submit(function, *args): name for name, function, args in tasks}
+        for i, future in enumerate(as_completed(started), 1):
+            result = future.result()  # a failed job raises here, naming nothing else as done
+            if progress:
+                _progress(i, total, started[future], f"trained in {result['seconds_total']:.1f} s")
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -235,7 +227,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
                 skipped += 1
                 continue
             jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
-    workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = workers or cpu_cores()
     if progress:
         print(f"{exp.name}: {len(jobs)} runs to train, {skipped} already done, {min(workers, max(len(jobs), 1))} "
               f"workers", file=sys.stderr)

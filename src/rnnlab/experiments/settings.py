@@ -122,6 +122,15 @@ def convert(setting: Setting, value: Any, where: str) -> Any:
     return value
 
 
+SPLITS = ("train", "dev", "test")
+
+
+def final_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The final metrics of a run's result, named ``{split}_{metric}`` (dev_loss, test_solved, ...)."""
+    return {k: float(v) for k, v in result.items()
+            if k.split("_")[0] in SPLITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
               "init_scale": settings["init_scale"], "engine": settings.get("engine", DEFAULT_TRAINING_ENGINE)}

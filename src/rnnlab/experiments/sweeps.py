@@ -328,9 +328,6 @@ class TrialStore:
         atomic_write(folder / "trial.json", lambda f: f.write(json.dumps(record, indent=2, default=float).encode()))
         return record
 
-    def history(self, trial: Trial) -> list[dict]:
-        path = self.path(trial) / "result.json"
-        return json.loads(path.read_text()).get("history", []) if path.is_file() else []
 
 
 def write_trials_csv(store: TrialStore, sweep: Sweep, trials: list[Trial]) -> list[dict]:
