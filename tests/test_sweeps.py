@@ -282,6 +282,31 @@ def test_a_linked_axis_sets_a_cell_with_its_own_size():
         parse_sweep(text.replace("[search]", '[search]\ncell = ["lstm"]'))
 
 
+def test_task_options_are_grid_axes_too(tmp_path):
+    text = (TINY.replace("length = 6\n", "").replace("seeds = 2", "seeds = 1").replace("samples = 2", "samples = 1")
+            + "[search.task_options]\nlength = [4, 7]\n")
+    sweep = parse_sweep(text)
+    assert sweep.searched == ["cell", "length", "lr"]
+    trials = sweep.trials()
+    assert sorted((t.settings["cell"], t.settings["task_options"]["length"]) for t in trials) == [
+        ("gru", 4), ("gru", 7), ("rnn", 4), ("rnn", 7)]
+    assert all(t.settings["task_options"]["n_train"] == 48 and "length" not in t.settings for t in trials)
+    summary = run_sweep(sweep, tmp_path / "lengths", workers=1, progress=False)
+    assert "length" in summary["plot_axes"]
+    rows = _rows(tmp_path / "lengths" / "trials.csv")
+    assert sorted(int(r["length"]) for r in rows) == [4, 4, 7, 7]
+    for record in summary["records"]:   # each trial trained on sequences of its own length
+        result = json.loads((tmp_path / "lengths" / "trials" / record["id"] / "result.json").read_text())
+        assert result["settings"]["task_options"]["length"] == record["values"]["length"]
+    for bad, message in ((("length = [4, 7]", "steps = [4, 7]"), r"sweep:22: search.task_options.steps: task "
+                          r"mean-sign has no option 'steps'"),
+                         (("length = [4, 7]", "length = []"), r"search.task_options.length: expected a non-empty list"),
+                         (("length = [4, 7]", "n_train = [4, 7]"), r"search.task_options.n_train: set in "
+                          r"\[task_options\] too")):
+        with pytest.raises(ValueError, match=message):
+            parse_sweep(text.replace(*bad))
+
+
 def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
     pytest.importorskip("jax", reason="the jax extra is not installed")
     from rnnlab.experiments.executors import replica_groups

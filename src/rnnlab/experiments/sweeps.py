@@ -12,7 +12,8 @@
     lr = { loguniform = [1e-4, 1e-1] }      # uniform, loguniform, int, choice: sampled
 
 A grid axis of tables links settings that change together (its key is only a name):
-``model = [{ cell = "rnn", hidden = 18 }, { cell = "gru", hidden = 10 }]``.
+``model = [{ cell = "rnn", hidden = 18 }, { cell = "gru", hidden = 10 }]``. A ``[search.task_options]``
+table holds grid axes over the task's own options (``length = [20, 100, 200]`` for mean-sign).
 
 Trials = grid points × samples × seeds (a draw that repeats an earlier configuration is trained
 once). The draws are made from the file's contents alone: the
@@ -31,6 +32,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import inspect
 import io
 import itertools
 import json
@@ -38,6 +40,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.executors import progress_bar, run_trial
 from rnnlab.experiments.runner import Experiment, RunSpec
@@ -112,6 +116,7 @@ class Sweep:
     grid: dict[str, list] = field(default_factory=dict)
     sampled: dict[str, Distribution] = field(default_factory=dict)
     source: str = "sweep"
+    option_grid: dict[str, list] = field(default_factory=dict)   # grid axes over task options
 
     @property
     def searched(self) -> list[str]:
@@ -119,14 +124,15 @@ class Sweep:
         for key, values in self.grid.items():
             linked = [k for v in values if isinstance(v, dict) for k in v]
             names += [k for k in dict.fromkeys(linked) if k not in names] if linked else [key]
-        return names + list(self.sampled)
+        return names + list(self.option_grid) + list(self.sampled)
 
     def groups(self) -> list[dict[str, Any]]:
-        """Each grid point as flat settings (a linked axis contributes all the settings of its entry)."""
+        """Each grid point as flat settings (a linked axis contributes all the settings of its entry),
+        the task options searched last."""
         points = []
-        for combo in itertools.product(*self.grid.values()):
+        for combo in itertools.product(*self.grid.values(), *self.option_grid.values()):
             point: dict[str, Any] = {}
-            for key, value in zip(self.grid, combo):
+            for key, value in zip([*self.grid, *self.option_grid], combo):
                 point.update(value if isinstance(value, dict) else {key: value})
             points.append(point)
         return points
@@ -140,9 +146,11 @@ class Sweep:
             for sample in range(draws):
                 rng = np.random.default_rng([int(base[:12], 16), int(_digest(group)[:12], 16), sample])
                 values = dict(point, **{name: dist.draw(rng) for name, dist in self.sampled.items()})
+                searched = {k: v for k, v in values.items() if k not in self.option_grid}
                 common = resolve_settings(("task", {"task": self.task}), (f"{self.source} [settings]", self.settings),
-                                          (f"{self.source} [search]", values))
-                common["task_options"] = dict(self.task_options)
+                                          (f"{self.source} [search]", searched))
+                common["task_options"] = {**self.task_options,
+                                          **{k: v for k, v in values.items() if k in self.option_grid}}
                 config = _digest({k: v for k, v in common.items() if k != "seed"})[:10]
                 if config in seen:  # a draw that repeats an earlier one (a choice, a narrow int range)
                     continue
@@ -217,8 +225,10 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
             raise ValueError(f"{where(key, 'settings')}: unknown setting; expected names from "
                              f"{sorted(set(table) - set(NOT_SEARCHABLE))}")
         convert(table[key], value, where(key, "settings"))
+    search = dict(data.get("search", {}))
+    option_grid = _option_axes(search.pop("task_options", {}), task, data.get("task_options", {}), where)
     grid, sampled = {}, {}
-    for key, value in data.get("search", {}).items():
+    for key, value in search.items():
         key = key.replace("-", "_")
         at = where(key, "search")
         linked = isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
@@ -238,7 +248,7 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
         else:
             raise ValueError(f"{at}: expected a list (grid axis) or a distribution such as "
                              f"{{ loguniform = [1e-4, 1e-1] }}, got {value!r}")
-    if not grid and not sampled:
+    if not grid and not sampled and not option_grid:
         raise ValueError(f"{source}: [search] declares nothing to search")
     named = [k for key, values in grid.items()
              for k in (dict.fromkeys(n for v in values for n in v) if isinstance(values[0], dict) else [key])]
@@ -248,7 +258,26 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
         raise ValueError(f"{where(repeated[0], 'search')}: searched by two axes; each setting has one")
     return Sweep(task=task, metric=str(data["metric"]), mode=mode, seeds=counts["seeds"], samples=counts["samples"],
                  settings=settings, task_options=dict(data.get("task_options", {})), grid=grid, sampled=sampled,
-                 source=source)
+                 source=source, option_grid=option_grid)
+
+
+def _option_axes(axes: Any, task: str, fixed: dict, where: Callable[..., str]) -> dict[str, list]:
+    """``[search.task_options]``: grid axes over the options the task's builder accepts."""
+    table = "search.task_options"
+    if not isinstance(axes, dict):
+        raise ValueError(f"{where('task_options', 'search')}: expected a table [search.task_options]")
+    accepted = [p for p in inspect.signature(TASKS[task]).parameters if p not in ("seed", "rng")]
+    out = {}
+    for name, values in axes.items():
+        if name not in accepted:
+            raise ValueError(f"{where(name, table)}: task {task} has no option {name!r}; it accepts {accepted}")
+        if name in fixed:
+            raise ValueError(f"{where(name, table)}: set in [task_options] too; an option is either fixed or searched")
+        if not isinstance(values, list) or not values or any(isinstance(v, (list, dict)) for v in values):
+            raise ValueError(f"{where(name, table)}: expected a non-empty list of values (a grid axis), got "
+                             f"{values!r}")
+        out[name] = list(values)
+    return out
 
 
 def _linked_entry(entry: dict, table: dict, at: str, fixed: dict) -> dict[str, Any]:
@@ -432,9 +461,7 @@ def quick_version(sweep: Sweep) -> Sweep:
     settings = dict(sweep.settings)
     epochs = resolve_settings(("task", {"task": sweep.task}), ("settings", settings))["epochs"]
     settings["epochs"] = min(epochs, QUICK_EPOCHS)
-    return Sweep(task=sweep.task, metric=sweep.metric, mode=sweep.mode, seeds=1, samples=min(sweep.samples, 2),
-                 settings=settings, task_options=sweep.task_options, grid=sweep.grid, sampled=sweep.sampled,
-                 source=sweep.source)
+    return dataclasses.replace(sweep, seeds=1, samples=min(sweep.samples, 2), settings=settings)
 
 
 def produced_metrics(trial: Trial) -> list[str]:
@@ -493,7 +520,8 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     return {"source": sweep.source, "task": sweep.task, "metric": sweep.metric, "mode": sweep.mode,
             "seeds": sweep.seeds, "samples": sweep.samples, "searched": sweep.searched,
             "log_axes": [k for k, d in sweep.sampled.items() if d.log], "trials": len(trials),
-            "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.sampled),
+            "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
+            + list(sweep.sampled),
             "trained_now": len(todo), "seconds": time.perf_counter() - started,
             "executor": executor, "groups": summary, "records": records}
 
