@@ -169,3 +169,56 @@ def test_report_renders_in_a_real_browser(tmp_path):
     assert expected >= 5
     assert re.search(rf'data-images="{expected}"', dom), "the browser did not see every image"
     assert re.search(rf'data-images-decoded="{expected}"', dom), "the browser could not decode every image"
+
+
+def _tiny_study():
+    """A study shaped like the real ones (claims, a published number, a search, a figure) that trains
+    in seconds without --quick, so that what --publish refuses for quick runs can be tested."""
+    from rnnlab.analysis.steps import LearningCurves
+    from rnnlab.experiments.runner import Experiment, RunSpec
+    from rnnlab.experiments.verdicts import Claim
+
+    options = {"n_train": 40, "n_dev": 20, "n_test": 20, "length": 5, "features": 3}
+
+    def specs(quick: bool) -> list[RunSpec]:
+        return [RunSpec(cell, "mean-sign", {"cell": cell, "hidden": 4, "layers": 1, "epochs": 2, "batch_size": 20},
+                        options) for cell in ("rnn", "gru")]
+
+    return Experiment(name="tiny", title="A tiny study", study="a test", about="Two cells, two epochs.", specs=specs,
+                      metric_names=["test_accuracy", "test_loss"],
+                      published={("gru", "test_accuracy"): 0.9}, reasons={("gru", "test_accuracy"): "tiny data"},
+                      claims=[Claim("the GRU beats the RNN", "gru", "rnn", "test_accuracy", source="a test")],
+                      search='metric = "dev_loss"\nmode = "min"\nseeds = 1\nsamples = 2\n[search]\n'
+                             'lr = { loguniform = [1e-3, 1e-1] }\n',
+                      analyses=[LearningCurves("dev_loss", "dev loss", name="Dev loss", caption="Two cells.")])
+
+
+def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_path, monkeypatch):
+    from rnnlab.cli import main
+
+    monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
+    out, dest = tmp_path / "runs", tmp_path / "docs"
+    common = ["--seeds", "2", "--workers", "1", "--out", str(out), "--publish", str(dest)]
+    assert main(["reproduce", "tiny", *common]) == 0
+    page = (dest / "tiny.md").read_text()
+    assert "| at the study's setting |" in page and "tuned" not in page.split("## Verdicts")[0]
+    assert main(["reproduce", "tiny", "--tune", *common]) == 0
+    page = (dest / "tiny.md").read_text()
+    header = page.splitlines()[4]
+    assert header.startswith("|  | at the study's setting | tuned |"), header
+    assert f"`rnnlab reproduce tiny --seeds 2 --workers 1 --out {out}" in page
+    assert "--tune" in page and "rnnlab 0.1.0" in page and re.search(r"20\d\d-\d\d-\d\d", page)
+    assert re.search(r"search before training, summed over trials \| – \| \d+\.\d min \(4 trials\)", page)
+    # the verdicts come first, one row per claim with a cell for each variant
+    assert page.index("## Verdicts") < page.index("## Results at the study's setting") < page.index("## Results tuned")
+    claim_rows = [line for line in page.splitlines() if line.startswith("| the GRU beats the RNN |")]
+    assert len(claim_rows) == 1 and claim_rows[0].count("**") == 4, claim_rows
+    published = next(line for line in page.splitlines() if line.startswith("| gru test accuracy = 0.9"))
+    assert published.count("**") == 4
+    assert "Tuned: lr of each configuration" in page
+    # every figure of both runs is copied beside the page and linked from it
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
+    assert len(links) == 2 and any("tuned-" in link for link in links)
+    assert all((dest / link).stat().st_size > 1000 for link in links)
+    with pytest.raises(SystemExit):
+        main(["reproduce", "tiny", "--quick", *common])

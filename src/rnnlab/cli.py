@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -255,7 +256,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _run_experiment(exp, args: argparse.Namespace) -> int:
     from rnnlab.experiments.runner import run_experiment
-    from rnnlab.report import summary_text, write_report
+    from rnnlab.report import summary_text, write_published, write_report
 
     if args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
@@ -266,12 +267,18 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
 
         exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
                               address=args.address, workers=args.workers)
+    if args.publish and args.quick:
+        raise ValueError("--publish: quick runs are not published; drop --quick")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
-                             force=args.force, progress=True, replicas=args.replicas, engine=args.engine)
+                             force=args.force, progress=True, replicas=args.replicas, engine=args.engine,
+                             command=getattr(args, "command_line", ""))
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(summary_text(results))
     print(f"report: {html_path.resolve()}\n(also {md_path}, results.json, results.csv)")
+    if args.publish:
+        published = write_published(args.out, exp.name.removesuffix("-tuned"), args.publish)
+        print(f"published: {published} (with the stored results of both the study's setting and --tune, where run)")
     return 0
 
 
@@ -315,6 +322,10 @@ def _experiment_options(parser: argparse.ArgumentParser, seeds: int = 3) -> None
                         "the report says so)")
     parser.add_argument("--force", action="store_true", help="retrain configurations that are already done")
     parser.add_argument("--out", default="runs", help="folder that receives NAME/ with the results and report")
+    parser.add_argument("--publish", nargs="?", const="docs/results", default=None, metavar="DIR",
+                        help="also write DIR/NAME.md and DIR/NAME/*.png, the report kept with the repository: the "
+                        "stored results at the study's setting and tuned (--tune) side by side, with date, seeds, "
+                        "time and version (DIR defaults to docs/results)")
     parser.add_argument("--replicas", action="store_true",
                         help="train each configuration's seeds together, as one compiled JAX program (needs "
                         "rnnlab[jax]; streams and weight noise still train seed by seed)")
@@ -448,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.command_line = "rnnlab " + " ".join(shlex.quote(a) for a in argv)
     try:
         return args.run(args)
     except (ValueError, FileNotFoundError) as err:  # DataError and DataMissing among them

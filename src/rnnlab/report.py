@@ -316,3 +316,126 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
     """What a terminal shows after a sweep: the counts and the best configuration per group."""
     best = _md_table(*_sweep_best_rows(summary))
     return "\n".join([f"# Sweep {summary['source']}", "", *_sweep_intro(summary), "", best])
+
+
+# -- published results (docs/results/NAME.md) -----------------------------------------------------
+
+SETTING, TUNED = "at the study's setting", "tuned"
+
+
+def _verdict_cell(v: dict[str, Any]) -> str:
+    """One verdict in one table cell: the outcome first, then the numbers behind it."""
+    text = f"**{v['verdict']}**: {v['evidence']}"
+    if v["difference"] is not None:
+        text += f"; difference {_fmt(v['difference'])}"
+        if v["low"] is not None:
+            text += f" [{_fmt(v['low'])}, {_fmt(v['high'])}]"
+    if v["p_value"] is not None:
+        text += f", p = {v['p_value']:.2g} ({v['test']})"
+    return text
+
+
+def _search_compute(search_dir: Path) -> tuple[float, int]:
+    """(seconds, trials) of the searches stored under ``NAME-tuned/search/*/trials.csv``."""
+    import csv
+
+    seconds, trials = 0.0, 0
+    for path in sorted(search_dir.glob("*/trials.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                trials += 1
+                seconds += float(row["seconds"] or 0.0)
+    return seconds, trials
+
+
+def _compute_rows(variants: dict[str, dict[str, Any]], search: tuple[float, int] | None) -> list[list[str]]:
+    order = list(variants)
+    rows = [["command", *[f"`{variants[k].get('command') or '–'}`" for k in order]],
+            ["measured", *[f"{variants[k].get('date', '–')}, rnnlab {variants[k].get('version', '?')}, "
+                           f"{variants[k].get('cores', '?')} cores" for k in order]],
+            ["seeds per configuration", *[str(variants[k]["seeds"]) for k in order]],
+            ["runs", *[str(len(variants[k]["runs"])) for k in order]],
+            ["training time, summed over runs", *[f"{variants[k].get('compute_seconds', 0.0) / 60:.1f} min"
+                                                  for k in order]],
+            ["wall time of the last call", *[f"{variants[k]['seconds'] / 60:.1f} min (trained "
+                                             f"{variants[k].get('trained_now', '?')} runs; the rest were stored)"
+                                             for k in order]]]
+    if search is not None:
+        rows.append(["search before training, summed over trials",
+                     *[f"{search[0] / 60:.1f} min ({search[1]} trials)" if k == TUNED else "–" for k in order]])
+    return rows
+
+
+def _side_by_side(variants: dict[str, dict[str, Any]], kind: str) -> list[list[str]]:
+    """Rows of one kind of verdict (claims or published numbers), one column per variant."""
+    texts: list[str] = []
+    found: dict[tuple[str, str], dict] = {}
+    for name, results in variants.items():
+        for v in results.get("verdicts", []):
+            if v["kind"] == kind:
+                texts += [v["claim"]] if v["claim"] not in texts else []
+                found[(v["claim"], name)] = v
+    rows = []
+    for text in texts:
+        cells = [_verdict_cell(found[(text, n)]) if (text, n) in found else "–" for n in variants]
+        row = [text, *cells]
+        if kind == "published":
+            row.append(next((found[(text, n)]["reason"] for n in variants if (text, n) in found
+                             and found[(text, n)].get("reason")), ""))
+        rows.append(row)
+    return rows
+
+
+def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
+    """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
+    NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
+    side: the verdicts first, then what was measured, with the date, seeds, time and version."""
+    import json
+    import shutil
+
+    out_root, dest = Path(out_root), Path(dest)
+    variants: dict[str, dict[str, Any]] = {}
+    for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
+        if (folder / "results.json").is_file():
+            variants[label] = json.loads((folder / "results.json").read_text())
+    if not variants:
+        raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
+    if any(results["quick"] for results in variants.values()):
+        raise ValueError(f"--publish: the stored results of {name} were made with --quick; publish full runs only")
+    first = next(iter(variants.values()))
+    figures_dir = dest / name
+    if figures_dir.exists():
+        shutil.rmtree(figures_dir)
+    figures_dir.mkdir(parents=True)
+    search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
+    parts = [f"# {first['title'].removesuffix(' (tuned)')}", "",
+             f"Study: {first['study']}. {first['about']}", "",
+             _md_table(["", *variants], _compute_rows(variants, search)), ""]
+    claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
+    if claims or published:
+        parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
+    if claims:
+        parts += ["### Claims, tested over seeds", "", _md_table(["claim", *variants], claims), ""]
+    if published:
+        parts += ["### Published numbers against ours", "",
+                  _md_table(["published", *variants, "measured reason"], published), ""]
+    for label, results in variants.items():
+        parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",
+                  _md_table(*results_table(results)), ""]
+        extra = [n for n in results["notes"] if n not in first["notes"]]   # what the search chose
+        parts += [f"- {n}" for n in extra] + ([""] if extra else [])
+    if first["notes"]:
+        parts += ["## Notes", ""] + [f"- {n}" for n in first["notes"]] + [""]
+    figures = [(label, f) for label, results in variants.items() for f in results["figures"]]
+    if figures:
+        parts += ["## Figures", ""]
+    for label, f in figures:
+        source = out_root / (name if label == SETTING else f"{name}-tuned") / f["path"]
+        target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
+        shutil.copyfile(source, target)
+        parts += [f"### {f['title']} ({label})", "", f"![{f['title']}]({name}/{target.name})", "", f["caption"], ""]
+    for label, results in variants.items():
+        parts += [f"## Settings {label}", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
+    path = dest / f"{name}.md"
+    path.write_text("\n".join(parts))
+    return path

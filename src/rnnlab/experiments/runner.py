@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.metadata
 import json
 import math
 import multiprocessing
@@ -199,10 +200,11 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
-                   replicas: bool = False, engine: str | None = None) -> dict[str, Any]:
+                   replicas: bool = False, engine: str | None = None, command: str = "") -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
     analyses, and write results.json / results.csv. Returns the results dict (the report's input).
-    ``engine``: train every configuration on this engine (default: the settings' default engine)."""
+    ``engine``: train every configuration on this engine (default: the settings' default engine);
+    ``command``: the command line that asked for it, kept in the results."""
     exp_dir = Path(out_root) / exp.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
@@ -248,6 +250,9 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": seeds, "metrics": exp.metric_names, "seconds": time.perf_counter() - started,
+        "command": command, "date": time.strftime("%Y-%m-%d"), "version": importlib.metadata.version("rnnlab"),
+        "cores": cpu_cores(), "trained_now": len(jobs),
+        "compute_seconds": sum(r.get("seconds_total") or 0.0 for r in runs),
         "configurations": [{"key": s.key, "group": s.group, "label": s.label, "task": s.task,
                             "settings": s.settings, "task_options": s.task_options} for s in specs],
         "summary": aggregate_seeds(specs, runs, exp.metric_names),

@@ -568,7 +568,7 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
     def tuned_specs(q: bool) -> list[RunSpec]:
         return [dataclasses.replace(s, settings={**s.settings, **chosen.get(s.key, {})}) for s in exp.specs(q)]
 
-    note = (f"Tuned: {searched} of each configuration chosen by the study's search (runs/{exp.name}-tuned/search/"
-            f"KEY/report.html), then trained over the seeds below; " + "; ".join(lines) + ".")
+    note = (f"Tuned: {searched} of each configuration chosen by the study's search ({exp.name}-tuned/search/"
+            f"KEY/report.html beside the results), then trained over the seeds below; " + "; ".join(lines) + ".")
     return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
                                reasons={}, notes=[*exp.notes, note])
