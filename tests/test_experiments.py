@@ -222,3 +222,23 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert all((dest / link).stat().st_size > 1000 for link in links)
     with pytest.raises(SystemExit):
         main(["reproduce", "tiny", "--quick", *common])
+
+
+@pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if e.search])
+def test_every_tuned_configuration_is_a_configuration_of_the_study(name):
+    exp = EXPERIMENTS[name]
+    for quick in (True, False):
+        keys = {s.key for s in exp.specs(quick)}
+        assert set(exp.tune or keys) <= keys, (name, quick)
+
+
+def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tmp_path):
+    import dataclasses
+
+    from rnnlab.experiments.sweeps import tune_experiment
+
+    exp = dataclasses.replace(_tiny_study(), tune=["gru"])
+    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
+    assert [s.key for s in tuned.specs(False)] == ["gru"]
+    assert tuned.claims == [] and list(tuned.published) == [("gru", "test_accuracy")]
+    assert [p.name for p in (tmp_path / "tiny-tuned" / "search").iterdir()] == ["gru"]

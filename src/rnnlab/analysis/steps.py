@@ -81,11 +81,10 @@ class GradientFlow:
     examples: int = 64
     max_steps: int = 20
     context: str = ""           # what the models were trained on, for the captions
-    quick_models: dict[str, str] | None = None   # where quick runs train other configurations
 
     def __call__(self, ctx: Any) -> Findings:
         out = out_dir(ctx)
-        task, models = load_models(ctx, self.quick_models if ctx.quick and self.quick_models else self.models)
+        task, models = load_models(ctx, self.models)
         flow = write_gradient_flow(models, first_batch(task.splits["test"], self.examples), out, self.max_steps)
         ratios = ", ".join(f"{n} {v['first_over_last']:.1e}" for n, v in flow["summary"].items())
         where = f" ({self.context})" if self.context else ""

@@ -83,7 +83,8 @@ class Experiment:
     claims it makes (``verdicts.Claim``), the measured reasons where our numbers differ, the named
     analysis steps it runs after training (``rnnlab.analysis.steps``), fixed notes, and the study's
     search (``search``: a sweep file's text without task and settings, see ``rnnlab.experiments.sweeps``;
-    ``reproduce NAME --tune`` runs it for each configuration in ``tune`` (default: all))."""
+    ``reproduce NAME --tune`` runs it for each configuration in ``tune`` (default: all) and trains
+    those, with the claims and published numbers that concern only them)."""
 
     name: str
     title: str

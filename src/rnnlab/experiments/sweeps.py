@@ -565,10 +565,13 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
                      f"{sum(len(g['configs']) for g in summary['groups'])} configurations)")
     searched = ", ".join(parse_sweep(f'task = "{specs[0].task}"\n{exp.search}').searched)
 
-    def tuned_specs(q: bool) -> list[RunSpec]:
-        return [dataclasses.replace(s, settings={**s.settings, **chosen.get(s.key, {})}) for s in exp.specs(q)]
+    def tuned_specs(q: bool) -> list[RunSpec]:   # the configurations the study does not tune are not rerun
+        return [dataclasses.replace(s, settings={**s.settings, **chosen[s.key]}) for s in exp.specs(q)
+                if s.key in tuned]
 
     note = (f"Tuned: {searched} of each configuration chosen by the study's search ({exp.name}-tuned/search/"
             f"KEY/report.html beside the results), then trained over the seeds below; " + "; ".join(lines) + ".")
     return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
+                               claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
+                               published={k: v for k, v in exp.published.items() if k[0] in tuned},
                                reasons={}, notes=[*exp.notes, note])
