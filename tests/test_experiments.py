@@ -208,6 +208,8 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert header.startswith("|  | at the study's setting | tuned |"), header
     assert f"`rnnlab reproduce tiny --seeds 2 --workers 1 --out {out}" in page
     assert "--tune" in page and "rnnlab 0.1.0" in page and re.search(r"20\d\d-\d\d-\d\d", page)
+    assert re.search(r"wall time of the calls that trained \| \d+\.\d min \(1 call, 4 runs\) \| "
+                     r"\d+\.\d min \(1 call, 4 runs\) \|", page)
     assert re.search(r"search before training, summed over trials \| – \| \d+\.\d min \(4 trials\)", page)
     # the verdicts come first, one row per claim with a cell for each variant
     assert page.index("## Verdicts") < page.index("## Results at the study's setting") < page.index("## Results tuned")

@@ -348,6 +348,13 @@ def _search_compute(search_dir: Path) -> tuple[float, int]:
     return seconds, trials
 
 
+def _wall_time(calls: list[dict[str, Any]]) -> str:
+    training = [c for c in calls if c["trained_now"]]
+    runs = sum(c["trained_now"] for c in training)
+    return (f"{sum(c['seconds'] for c in training) / 60:.1f} min ({len(training)} call"
+            f"{'s' if len(training) != 1 else ''}, {runs} runs)")
+
+
 def _compute_rows(variants: dict[str, dict[str, Any]], search: tuple[float, int] | None) -> list[list[str]]:
     order = list(variants)
     rows = [["command", *[f"`{variants[k].get('command') or '–'}`" for k in order]],
@@ -357,9 +364,7 @@ def _compute_rows(variants: dict[str, dict[str, Any]], search: tuple[float, int]
             ["runs", *[str(len(variants[k]["runs"])) for k in order]],
             ["training time, summed over runs", *[f"{variants[k].get('compute_seconds', 0.0) / 60:.1f} min"
                                                   for k in order]],
-            ["wall time of the last call", *[f"{variants[k]['seconds'] / 60:.1f} min (trained "
-                                             f"{variants[k].get('trained_now', '?')} runs; the rest were stored)"
-                                             for k in order]]]
+            ["wall time of the calls that trained", *[_wall_time(variants[k].get("calls", [])) for k in order]]]
     if search is not None:
         rows.append(["search before training, summed over trials",
                      *[f"{search[0] / 60:.1f} min ({search[1]} trials)" if k == TUNED else "–" for k in order]])
@@ -398,6 +403,9 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
         if (folder / "results.json").is_file():
             variants[label] = json.loads((folder / "results.json").read_text())
+            calls = folder / "calls.jsonl"
+            lines = calls.read_text().splitlines() if calls.is_file() else []
+            variants[label]["calls"] = [json.loads(line) for line in lines if line.strip()]
     if not variants:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
     if any(results["quick"] for results in variants.values()):
@@ -432,6 +440,9 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     for label, f in figures:
         source = out_root / (name if label == SETTING else f"{name}-tuned") / f["path"]
         target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
+        if label == TUNED and (figures_dir / target.name.removeprefix("tuned-")).is_file() and \
+                (figures_dir / target.name.removeprefix("tuned-")).read_bytes() == source.read_bytes():
+            continue    # the same plot either way (an analysis of untrained cells)
         shutil.copyfile(source, target)
         parts += [f"### {f['title']} ({label})", "", f"![{f['title']}]({name}/{target.name})", "", f["caption"], ""]
     for label, results in variants.items():

@@ -266,6 +266,8 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
         "notes": exp.notes + found.notes,
     }
     (exp_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+    with open(exp_dir / "calls.jsonl", "a") as log:   # every call, so that wall time adds up across sessions
+        log.write(json.dumps({k: results[k] for k in ("command", "date", "seconds", "trained_now")}) + "\n")
     columns = ["key", "group", "label", "seed", "num_params"] + [m for m in exp.metric_names if m != "num_params"]
     with open(exp_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
