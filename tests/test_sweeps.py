@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from helpers import TINY_SWEEP as TINY
 from rnnlab.cli import build_parser, main, settings_from_args
@@ -333,3 +335,42 @@ def test_the_example_sweeps_parse_and_ask_for_a_metric_their_task_produces(path)
 
     sweep = load_sweep(path)
     assert sweep.metric in produced_metrics(sweep.trials()[0])
+
+
+def test_a_map_compares_its_cells_at_each_point_and_publishes(tmp_path):
+    text = TINY.replace("lr = { loguniform = [1e-3, 1e-1] }", "lr = [0.01, 0.1]").replace("samples = 2", "samples = 1")
+    path = _write(tmp_path, text)
+    out, dest = tmp_path / "map", tmp_path / "docs" / "map"
+    args = ["sweep", str(path), "--out", str(out), "--workers", "1", "--publish", str(dest)]
+    assert main(args) == 0
+    assert main(args) == 0     # again: trains nothing, and the wall time still counts the first call only
+    summary_rows = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    assert [c["trained_now"] for c in summary_rows] == [8, 0]
+    page = (dest / "report.md").read_text()
+    assert f"`rnnlab sweep {path} --out {out}" in page and "rnnlab 0.1.0" in page
+    assert "over 1 call that trained (local executor)" in page
+    assert (dest / "trials.csv").read_text() == (out / "trials.csv").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
+    assert links and all((dest / link).is_file() for link in links)
+    # rnn against gru at each learning rate, over the 2 seeds, Holm-corrected
+    table = page.split("## Compared at each point")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| lr=")]
+    assert [r.split(" | ")[0] for r in rows] == ["| lr=0.01", "| lr=0.1"]
+    assert all("cell=rnn vs cell=gru" in r and "Welch's t-test" in r for r in rows)
+    records = {r["id"]: r for r in csv.DictReader(open(out / "trials.csv"))}
+    for row in rows:
+        lr = float(row.split(" | ")[0].removeprefix("| lr="))
+        values = {cell: [float(r["dev_loss"]) for r in records.values() if r["cell"] == cell and
+                         float(r["lr"]) == lr] for cell in ("rnn", "gru")}
+        p = stats.ttest_ind(values["rnn"], values["gru"], equal_var=False).pvalue
+        assert row.split(" | ")[6] == f"{p:.2g}"
+        p_holm = float(row.split(" | ")[7].rstrip(" |"))   # two comparisons: between p and 2p
+        assert p * 0.95 <= p_holm <= min(1.0, 2 * p) * 1.05
+
+
+def test_holm_adjusts_and_stays_monotone():
+    from rnnlab.experiments.sweeps import holm
+
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])   # 2 × 0.8 capped at 1, then monotone

@@ -296,7 +296,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from rnnlab.experiments.sweeps import load_sweep, quick_version, run_sweep
-    from rnnlab.report import sweep_summary_text, write_sweep_report
+    from rnnlab.report import sweep_summary_text, write_published_sweep, write_sweep_report
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers: expected at least 1, got {args.workers}")
@@ -307,11 +307,17 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.quick:
         sweep = quick_version(sweep)
     out = Path(args.out or f"runs/sweep-{Path(args.file).stem}")
+    if args.publish and args.quick:
+        raise ValueError("--publish: quick sweeps are not published; drop --quick")
     summary = run_sweep(sweep, out, executor=args.executor, address=args.address, workers=args.workers,
-                        force=args.force, early_stop=args.early_stop, replicas=args.replicas)
+                        force=args.force, early_stop=args.early_stop, replicas=args.replicas,
+                        command=getattr(args, "command_line", ""))
     html_path, md_path = write_sweep_report(summary, out)
     print(sweep_summary_text(summary))
     print(f"report: {html_path.resolve()}\n(also {md_path}, trials.csv, best/*.toml)")
+    if args.publish:
+        dest = Path(args.publish if args.publish != "-" else f"docs/results/{Path(args.file).stem}")
+        print(f"published: {write_published_sweep(summary, out, dest)}")
     return 0
 
 
@@ -449,6 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quick", action="store_true", help="at most 2 epochs, 2 samples and 1 seed: checks the file "
                     "and the pipeline in seconds")
     sw.add_argument("--force", action="store_true", help="retrain trials that are already stored")
+    sw.add_argument("--publish", nargs="?", const="-", default=None, metavar="DIR",
+                    help="also copy the report, its plots and trials.csv to DIR (default: docs/results/FILE), with a "
+                    "line saying when, with which version and how long it took")
     sw.add_argument("--early-stop", choices=("asha",), default=None,
                     help="ray: stop poor trials early with Ray Tune's ASHA scheduler on the per-epoch metric")
     sw.add_argument("--replicas", action="store_true", help="train the trials that differ only in seed and learning "

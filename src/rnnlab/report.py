@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.metadata
 import math
+import time
 from pathlib import Path
 from typing import Any
 
+from rnnlab.engines.threads import cpu_cores
+from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.verdicts import COUNT_METRICS
 
 METRIC_NAMES = {
@@ -233,6 +237,18 @@ def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str
     return header, [rows[i] for i in order]
 
 
+def _sweep_comparison_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["at", "compared", "verdict", "values over seeds", "difference [95% CI]", "test", "p", "p (Holm)"]
+    rows = [[c["at"], f"{c['a']} vs {c['b']}", c["verdict"], f"{c['a_value']} vs {c['b_value']}",
+             f"{_fmt(c['difference'])} [{_fmt(c['low'])}, {_fmt(c['high'])}]", c["test"], f"{c['p']:.2g}",
+             f"{c['p_holm']:.2g}"] for c in summary.get("comparisons", [])]
+    return header, rows
+
+
+COMPARISON_NOTE = ("Each pair of the first axis's values compared at every point of the other axes, over seeds; "
+                   "the verdict uses Holm's correction over all the comparisons in this table (p < 0.05).")
+
+
 def _spans_decades(values: list[float]) -> bool:
     positive = [v for v in values if v > 0]
     return len(positive) == len(values) and bool(positive) and max(positive) / min(positive) >= 100
@@ -292,6 +308,9 @@ def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Pa
     best, trials = _sweep_best_rows(summary), _sweep_trial_rows(summary)
     title = f"Sweep {Path(summary['source']).name}"
     md = [f"# {title}", "", *_sweep_intro(summary), "", "## Best configuration per group", "", _md_table(*best), ""]
+    compared = _sweep_comparison_rows(summary)
+    if compared[1]:
+        md += ["## Compared at each point", "", COMPARISON_NOTE, "", _md_table(*compared), ""]
     md += [f"![{f['title']}]({f['path']})\n\n{f['caption']}\n" for f in figures]
     md += ["## All trials (best first)", "", _md_table(*trials), ""]
     md_path = out_dir / "report.md"
@@ -301,6 +320,9 @@ def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Pa
              f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
     parts += [f"<p>{e(line)}</p>" for line in _sweep_intro(summary)]
     parts += ["<h2>Best configuration per group</h2>", _html_table(*best, "results")]
+    if compared[1]:
+        parts += ["<h2>Compared at each point</h2>", f"<p>{e(COMPARISON_NOTE)}</p>",
+                  _html_table(*compared, "verdicts")]
     for f in figures:
         data = base64.b64encode((out_dir / f["path"]).read_bytes()).decode()
         parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
@@ -316,6 +338,36 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
     """What a terminal shows after a sweep: the counts and the best configuration per group."""
     best = _md_table(*_sweep_best_rows(summary))
     return "\n".join([f"# Sweep {summary['source']}", "", *_sweep_intro(summary), "", best])
+
+
+def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
+    """``dest/report.md`` with its plots and trials.csv, kept with the repository: the sweep's report
+    under a line saying how it was made (command, date, version, cores, wall and training time)."""
+    import os
+    import shutil
+
+    out_dir, dest = Path(out_dir), Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "figures").mkdir(parents=True)
+    for figure in (out_dir / "figures").glob("*.png"):
+        shutil.copyfile(figure, dest / "figures" / figure.name)
+    shutil.copyfile(out_dir / "trials.csv", dest / "trials.csv")
+    calls = [c for c in summary.get("calls", []) if c["trained_now"]]
+    source = Path(summary["source"])
+    link = os.path.relpath(source.resolve(), dest.resolve()) if source.is_file() else str(source)
+    command = next((c["command"] for c in reversed(summary.get("calls", [])) if c.get("command")), "")
+    head = (f"`{command or 'rnnlab sweep ' + str(source)}` (the file: [{source}]({link}); every trial: "
+            f"[trials.csv](trials.csv)). Measured {time.strftime('%Y-%m-%d')} with rnnlab "
+            f"{importlib.metadata.version('rnnlab')} on a {cpu_cores()}-core machine: wall time "
+            f"{sum(c['seconds'] for c in calls) / 60:.1f} min over {len(calls)} call{'s' if len(calls) != 1 else ''} "
+            f"that trained ({', '.join(sorted({c['executor'] for c in calls})) or 'no'} executor); training time "
+            f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")
+    text = (out_dir / "report.md").read_text()
+    title, rest = text.split("\n", 1)
+    path = dest / "report.md"
+    path.write_text(f"{title}\n\n{head}\n{rest}")
+    return path
 
 
 # -- published results (docs/results/NAME.md) -----------------------------------------------------
@@ -403,9 +455,7 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
         if (folder / "results.json").is_file():
             variants[label] = json.loads((folder / "results.json").read_text())
-            calls = folder / "calls.jsonl"
-            lines = calls.read_text().splitlines() if calls.is_file() else []
-            variants[label]["calls"] = [json.loads(line) for line in lines if line.strip()]
+            variants[label]["calls"] = read_calls(folder)
     if not variants:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
     if any(results["quick"] for results in variants.values()):

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rnnlab.engines.threads import blas_threads, cpu_cores
@@ -276,3 +277,16 @@ def progress_bar(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="trials", unit="trial", file=sys.stderr, leave=True)
+
+
+def log_call(folder: str | Path, call: dict[str, Any]) -> list[dict[str, Any]]:
+    """Append one call to ``folder/calls.jsonl`` and return every call logged there, so that the
+    wall time of a sweep or a study run over several sessions adds up."""
+    with open(Path(folder) / "calls.jsonl", "a") as log:
+        log.write(json.dumps(call) + "\n")
+    return read_calls(folder)
+
+
+def read_calls(folder: str | Path) -> list[dict[str, Any]]:
+    path = Path(folder) / "calls.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []

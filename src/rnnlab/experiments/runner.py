@@ -27,7 +27,7 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
-from rnnlab.experiments.executors import one_thread_workers
+from rnnlab.experiments.executors import log_call, one_thread_workers
 from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
 from rnnlab.experiments.verdicts import Claim, verdict_table
 from rnnlab.train import CHECKPOINT
@@ -266,8 +266,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
         "notes": exp.notes + found.notes,
     }
     (exp_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    with open(exp_dir / "calls.jsonl", "a") as log:   # every call, so that wall time adds up across sessions
-        log.write(json.dumps({k: results[k] for k in ("command", "date", "seconds", "trained_now")}) + "\n")
+    log_call(exp_dir, {k: results[k] for k in ("command", "date", "seconds", "trained_now")})
     columns = ["key", "group", "label", "seed", "num_params"] + [m for m in exp.metric_names if m != "num_params"]
     with open(exp_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")

@@ -50,10 +50,10 @@ from scipy import stats
 
 from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.executors import progress_bar, run_trial
+from rnnlab.experiments.executors import log_call, progress_bar, run_trial
 from rnnlab.experiments.runner import Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_table
-from rnnlab.experiments.verdicts import COUNT_METRICS, wilson
+from rnnlab.experiments.verdicts import ALPHA, COUNT_METRICS, compare_samples, not_significant, wilson
 from rnnlab.train import atomic_write
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
@@ -402,6 +402,65 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
     return out
 
 
+def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]]:
+    """Each pair of values of the first grid axis (the cells of a map), compared at every point of
+    the other axes on the sweep's metric over seeds: Welch's t-test, or for a count metric Fisher's
+    exact test, with Holm's correction over all the comparisons made. Empty unless the sweep has
+    no sampled axis and its first grid axis has at least two values."""
+    axes = {**sweep.grid, **sweep.option_grid}
+    if sweep.sampled or not axes or len(next(iter(axes.values()))) < 2:
+        return []
+    first, *rest = axes
+
+    def flat(assignment: dict[str, Any]) -> dict[str, Any]:
+        point: dict[str, Any] = {}
+        for key, value in assignment.items():
+            point.update(value if isinstance(value, dict) else {key: value})
+        return point
+
+    def label(value: Any) -> str:
+        return "-".join(map(str, value.values())) if isinstance(value, dict) else f"{first}={value}"
+
+    count = sweep.metric in COUNT_METRICS
+    rows = []
+    for combo in itertools.product(*[axes[k] for k in rest]):
+        at = dict(zip(rest, combo))
+        samples = {}
+        for value in axes[first]:
+            group = group_name(flat({first: value, **at}))
+            got = [r["metrics"].get(sweep.metric) for r in records if r["group"] == group and r["status"] == "ok"]
+            samples[label(value)] = np.asarray([g for g in got if g is not None and math.isfinite(g)])
+        for a, b in itertools.combinations(samples, 2):
+            n = min(len(samples[a]), len(samples[b]))
+            if n < 2:
+                continue
+            d, low, high, p, test = compare_samples(samples[a], samples[b], count)
+            rows.append({"at": group_name(flat(at)), "a": a, "b": b, "n": n, "a_value": _summary(samples[a], count),
+                         "b_value": _summary(samples[b], count), "difference": d, "low": low, "high": high, "p": p,
+                         "test": test})
+    for row, p_holm in zip(rows, holm([r["p"] for r in rows])):
+        better = row["a"] if (row["difference"] > 0) == (sweep.mode == "max") else row["b"]
+        row["p_holm"] = p_holm
+        row["verdict"] = f"{better} better" if p_holm < ALPHA else not_significant(row["n"])
+    return rows
+
+
+def _summary(values: np.ndarray, count: bool) -> str:
+    if count:
+        return f"{int(values.sum())} of {len(values)}"
+    return f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (monotone, capped at 1), in the order given."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def mean_std_interval(values: list[float], count: bool = False) -> dict[str, float]:
     """Mean, std and a 95% interval over seeds: Student's t, or for a count metric (1 when a trial
     succeeded) the number of successes and Wilson's interval of the success rate."""
@@ -474,7 +533,7 @@ def produced_metrics(trial: Trial) -> list[str]:
 
 def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
               workers: int | None = None, force: bool = False, progress: bool = True,
-              early_stop: str | None = None, replicas: bool = False) -> dict[str, Any]:
+              early_stop: str | None = None, replicas: bool = False, command: str = "") -> dict[str, Any]:
     """Train every trial not stored yet (all of them with ``force``), store each as it finishes, and
     return the summary (per group, configurations best first) with the records. ``early_stop="asha"``
     (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric;
@@ -523,7 +582,11 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
             "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
             + list(sweep.sampled),
             "trained_now": len(todo), "seconds": time.perf_counter() - started,
-            "executor": executor, "groups": summary, "records": records}
+            "executor": executor, "groups": summary, "records": records,
+            "comparisons": compare_first_axis(sweep, records), "calls": log_call(out_dir, {
+                "command": command, "date": time.strftime("%Y-%m-%d"), "seconds": time.perf_counter() - started,
+                "trained_now": len(todo), "executor": executor})}
+
 
 
 # -- a study's own search (reproduce NAME --tune) --------------------------------------------------
