@@ -7,7 +7,6 @@ import base64
 import html
 import importlib.metadata
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -356,9 +355,9 @@ def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: st
     calls = [c for c in summary.get("calls", []) if c["trained_now"]]
     source = Path(summary["source"])
     link = os.path.relpath(source.resolve(), dest.resolve()) if source.is_file() else str(source)
-    command = next((c["command"] for c in reversed(summary.get("calls", [])) if c.get("command")), "")
+    command = next((c["command"] for c in reversed(calls or summary.get("calls", [])) if c.get("command")), "")
     head = (f"`{command or 'rnnlab sweep ' + str(source)}` (the file: [{source}]({link}); every trial: "
-            f"[trials.csv](trials.csv)). Measured {time.strftime('%Y-%m-%d')} with rnnlab "
+            f"[trials.csv](trials.csv)). Measured {' to '.join(sorted({c['date'] for c in calls})) or '–'} with rnnlab "
             f"{importlib.metadata.version('rnnlab')} on a {cpu_cores()}-core machine: wall time "
             f"{sum(c['seconds'] for c in calls) / 60:.1f} min over {len(calls)} call{'s' if len(calls) != 1 else ''} "
             f"that trained ({', '.join(sorted({c['executor'] for c in calls})) or 'no'} executor); training time "
