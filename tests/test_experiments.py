@@ -204,8 +204,10 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert "| at the study's setting |" in page and "tuned" not in page.split("## Verdicts")[0]
     assert main(["reproduce", "tiny", "--tune", *common]) == 0
     page = (dest / "tiny.md").read_text()
-    header = page.splitlines()[4]
-    assert header.startswith("|  | at the study's setting | tuned |"), header
+    assert "|  | at the study's setting | tuned |" in page
+    # the verdicts in one line each, before anything else
+    short = page.split("**In short**")[1].split("Study: ")[0]
+    assert "- the GRU beats the RNN — at the study's setting: **" in short and "; tuned: **" in short
     assert f"`rnnlab reproduce tiny --seeds 2 --workers 1 --out {out}" in page
     assert "--tune" in page and "rnnlab 0.1.0" in page and re.search(r"20\d\d-\d\d-\d\d", page)
     assert re.search(r"wall time of the calls that trained \| \d+\.\d min \(1 call, 4 runs\) \| "

@@ -442,6 +442,16 @@ def _side_by_side(variants: dict[str, dict[str, Any]], kind: str) -> list[list[s
     return rows
 
 
+def _in_short(variants: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per claim or published number: its verdict in each variant (text-only numbers left out)."""
+    lines: dict[str, list[str]] = {}
+    for name, results in variants.items():
+        for v in results.get("verdicts", []):
+            if v["verdict"] != "shown only":
+                lines.setdefault(v["claim"], []).append(f"{name}: **{v['verdict']}**")
+    return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
+
+
 def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
     """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
@@ -465,10 +475,13 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         shutil.rmtree(figures_dir)
     figures_dir.mkdir(parents=True)
     search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
-    parts = [f"# {first['title'].removesuffix(' (tuned)')}", "",
-             f"Study: {first['study']}. {first['about']}", "",
-             _md_table(["", *variants], _compute_rows(variants, search)), ""]
     claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
+    parts = [f"# {first['title'].removesuffix(' (tuned)')}", ""]
+    in_short = _in_short(variants)
+    if in_short:
+        parts += ["**In short**", ""] + [f"- {line}" for line in in_short] + [""]
+    parts += [f"Study: {first['study']}. {first['about']}", "",
+              _md_table(["", *variants], _compute_rows(variants, search)), ""]
     if claims or published:
         parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
     if claims:
