@@ -448,7 +448,7 @@ def _in_short(variants: dict[str, dict[str, Any]]) -> list[str]:
     for name, results in variants.items():
         for v in results.get("verdicts", []):
             if v["verdict"] != "shown only":
-                lines.setdefault(v["claim"], []).append(f"{name}: **{v['verdict']}**")
+                lines.setdefault(v["claim"], []).append(f"{name}: **{v['verdict']}** ({v['evidence']})")
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
