@@ -489,13 +489,14 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     if published:
         parts += ["### Published numbers against ours", "",
                   _md_table(["published", *variants, "measured reason"], published), ""]
+    common = [n for n in first["notes"] if all(n in results["notes"] for results in variants.values())]
     for label, results in variants.items():
         parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",
                   _md_table(*results_table(results)), ""]
-        extra = [n for n in results["notes"] if n not in first["notes"]]   # what the search chose
-        parts += [f"- {n}" for n in extra] + ([""] if extra else [])
-    if first["notes"]:
-        parts += ["## Notes", ""] + [f"- {n}" for n in first["notes"]] + [""]
+        own = [n for n in results["notes"] if n not in common]   # its analyses' findings, what the search chose
+        parts += [f"- {n}" for n in own] + ([""] if own else [])
+    if common:
+        parts += ["## Notes", ""] + [f"- {n}" for n in common] + [""]
     figures = [(label, f) for label, results in variants.items() for f in results["figures"]]
     if figures:
         parts += ["## Figures", ""]
