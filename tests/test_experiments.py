@@ -246,3 +246,16 @@ def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tm
     assert [s.key for s in tuned.specs(False)] == ["gru"]
     assert tuned.claims == [] and list(tuned.published) == [("gru", "test_accuracy")]
     assert [p.name for p in (tmp_path / "tiny-tuned" / "search").iterdir()] == ["gru"]
+
+
+def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(tmp_path):
+    import dataclasses
+
+    from rnnlab.experiments.sweeps import tune_experiment
+
+    study = _tiny_study()
+    exp = dataclasses.replace(study, search=study.search.replace("[search]", "[settings]\nepochs = 1\n[search]"))
+    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
+    trials = list((tmp_path / "tiny-tuned" / "search" / "gru" / "trials").glob("*/result.json"))
+    assert len(trials) == 2 and all(json.loads(t.read_text())["settings"]["epochs"] == 1 for t in trials)
+    assert {s.settings["epochs"] for s in tuned.specs(False)} == {2}     # the study's own budget

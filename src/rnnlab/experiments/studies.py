@@ -393,6 +393,18 @@ BPTT_DEPTH = Experiment(
 # -- PTB ------------------------------------------------------------------------------------------
 
 
+# the learning rate of each cell on one epoch (a full PTB run is 13): the same short budget per cell
+PTB_SEARCH = """
+metric = "dev_loss"
+mode = "min"
+seeds = 1
+[settings]
+epochs = 1
+[search]
+lr = [5.0, 10.0, 20.0, 40.0]
+"""
+
+
 def _ptb_specs(quick: bool) -> list[RunSpec]:
     specs = []
     for cell in ("lstm", "gru", "rnn"):
@@ -415,7 +427,8 @@ PTB = Experiment(
     "chunks, SGD lr 1 halved every epoch after the 4th, gradient norm clipped at 5, batches of 20, 13 epochs, "
     "uniform ±0.1 init in Zaremba (PyTorch's ±1/√H here), no dropout. Zaremba's loss sums the 20 steps; ours "
     "averages tokens, so lr 20 and clip 0.25 here are the same updates.",
-    specs=_ptb_specs, metric_names=["dev_perplexity", "test_perplexity"],
+    specs=_ptb_specs, metric_names=["dev_perplexity", "test_perplexity"], search=PTB_SEARCH,
+    tune=["lstm", "gru", "rnn"],   # gru-lr10 is the GRU at one more rate, which the search covers
     published={("lstm", "dev_perplexity"): 120.7, ("lstm", "test_perplexity"): 114.5},
     reasons={("lstm", m): "PyTorch's ±1/√H initialisation instead of Zaremba's ±0.1" for m in ("dev_perplexity",
                                                                                             "test_perplexity")},

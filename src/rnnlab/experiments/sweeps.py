@@ -593,9 +593,9 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
 
 def spec_sweep(search: str, spec: RunSpec, quick: bool, source: str) -> Sweep:
     """The study's search for one of its configurations: the spec's task, data and settings fixed,
-    the searched ones drawn."""
+    the searched ones drawn; settings the search itself fixes (a shorter budget) apply to its trials."""
     sweep = parse_sweep(f"task = {json.dumps(spec.task)}\n{search}", source)
-    sweep.settings = {k: v for k, v in spec.settings.items() if k not in sweep.searched}
+    sweep.settings = {**{k: v for k, v in spec.settings.items() if k not in sweep.searched}, **sweep.settings}
     sweep.task_options = dict(spec.task_options)
     return quick_version(sweep) if quick else sweep
 
