@@ -4,9 +4,13 @@ from an experiment's results dict (``runs/NAME/results.json``)."""
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import importlib.metadata
+import json
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -342,9 +346,6 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
 def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
     """``dest/report.md`` with its plots and trials.csv, kept with the repository: the sweep's report
     under a line saying how it was made (command, date, version, cores, wall and training time)."""
-    import os
-    import shutil
-
     out_dir, dest = Path(out_dir), Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
@@ -388,8 +389,6 @@ def _verdict_cell(v: dict[str, Any]) -> str:
 
 def _search_compute(search_dir: Path) -> tuple[float, int]:
     """(seconds, trials) of the searches stored under ``NAME-tuned/search/*/trials.csv``."""
-    import csv
-
     seconds, trials = 0.0, 0
     for path in sorted(search_dir.glob("*/trials.csv")):
         with open(path, newline="") as f:
@@ -456,9 +455,6 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
     side: the verdicts first, then what was measured, with the date, seeds, time and version."""
-    import json
-    import shutil
-
     out_root, dest = Path(out_root), Path(dest)
     variants: dict[str, dict[str, Any]] = {}
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
