@@ -248,6 +248,50 @@ def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tm
     assert [p.name for p in (tmp_path / "tiny-tuned" / "search").iterdir()] == ["gru"]
 
 
+class _SessionEnded(Exception):
+    pass
+
+
+def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    import dataclasses
+
+    import rnnlab.train
+    from rnnlab.experiments.runner import run_experiment
+
+    study, fit = _tiny_study(), rnnlab.train.fit
+    whole = run_experiment(study, tmp_path / "whole", seeds=1, workers=1, progress=False)
+
+    def cut_in_second_epoch(*args, **kwargs):
+        def stop(row):  # called before the epoch's checkpoint is written: epoch 1's is the last
+            if row["epoch"] == 2:
+                raise _SessionEnded
+        return fit(*args, **kwargs, on_epoch=stop)
+
+    monkeypatch.setattr(rnnlab.train, "fit", cut_in_second_epoch)
+    with pytest.raises(_SessionEnded):
+        run_experiment(study, tmp_path / "cut", seeds=1, workers=1, progress=False)
+    job = tmp_path / "cut" / "tiny" / "jobs" / "rnn-s0"
+    assert (job / "checkpoint.npz").is_file() and not (job / "result.json").exists()
+    epochs_trained = []
+
+    def count_epochs(*args, **kwargs):
+        return fit(*args, **kwargs, on_epoch=lambda row: epochs_trained.append(row["epoch"]))
+
+    monkeypatch.setattr(rnnlab.train, "fit", count_epochs)
+    resumed = run_experiment(study, tmp_path / "cut", seeds=1, workers=1, progress=False)
+    assert epochs_trained == [2, 1, 2]          # the RNN from its checkpoint on; the GRU had not started
+    for a, b in zip(whole["runs"], resumed["runs"]):
+        assert a["key"] == b["key"] and a["test_loss"] == b["test_loss"] and a["dev_loss"] == b["dev_loss"]
+    assert len((job / "metrics.csv").read_text().splitlines()) == 1 + 2      # header and both epochs, once each
+    # a checkpoint left by other settings is not resumed: the job starts over
+    changed = dataclasses.replace(study, specs=lambda quick: [dataclasses.replace(
+        s, settings={**s.settings, "hidden": 5}) for s in study.specs(quick)])
+    (job / "result.json").unlink()
+    monkeypatch.setattr(rnnlab.train, "fit", fit)
+    again = run_experiment(changed, tmp_path / "cut", seeds=1, workers=1, progress=False)
+    assert {r["num_params"] for r in again["runs"]} != {r["num_params"] for r in whole["runs"]}
+
+
 def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(tmp_path):
     import dataclasses
 

@@ -91,6 +91,7 @@ class Progress:
     best_dev: float | None = None
     bad_epochs: int = 0
     stopped_early: bool = False
+    seconds: float = 0.0                 # wall time of the finished epochs, over every call that trained them
 
     def record(self, row: dict) -> None:
         self.history.append(row)
@@ -309,7 +310,7 @@ def fit(
 
     # BLAS threads chosen from the model's size (or config.threads); see rnnlab.engines.threads
     with blas_threads(training_threads(model, config.batch_size, config.threads)):
-        started = time.perf_counter()
+        started, seconds_before = time.perf_counter(), progress.seconds
         for epoch in range(progress.epoch, config.epochs):
             if progress.stopped_early:
                 break
@@ -353,6 +354,7 @@ def fit(
                 best = {k: p.copy() for k, p in model.params.items()}
             if on_epoch is not None:
                 on_epoch(row)
+            progress.seconds = seconds_before + time.perf_counter() - started
             if out is not None:
                 if len(progress.history) == 1 or not (out / "metrics.csv").exists():
                     write_metrics(out / "metrics.csv", progress.history)
@@ -370,7 +372,7 @@ def fit(
             for k, p in model.params.items():
                 p[...] = best[k]
         result = run_result(config, run_info, model.num_params(), progress, best is not None,
-                            time.perf_counter() - started)
+                            seconds_before + time.perf_counter() - started)
         for name, data in (("train", train), ("dev", dev), ("test", test)):
             if data is not None:
                 result.update(evaluate(model, data, config.batch_size, name))

@@ -30,7 +30,7 @@ from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import log_call, one_thread_workers
 from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
 from rnnlab.experiments.verdicts import Claim, verdict_table
-from rnnlab.train import CHECKPOINT
+from rnnlab.train import CHECKPOINT, load_checkpoint
 
 
 @dataclass
@@ -103,12 +103,15 @@ class Experiment:
 
 def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) -> dict[str, Any]:
     """One training run, executed in a worker; returns its result without the per-epoch history.
-    ``built``: the (task, model) of these settings, when the caller has them already."""
+    ``built``: the (task, model) of these settings, when the caller has them already. A run cut off
+    (a checkpoint but no result, e.g. a session that ended) continues from its last finished epoch
+    and ends with the parameters an uninterrupted run would have; ``run_experiment`` has removed
+    checkpoints of other settings."""
     from rnnlab.train import fit
 
     task, model = built or build(settings)
     result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
-                 train_config(settings, progress=False), job_dir,
+                 train_config(settings, progress=False), job_dir, resume=(Path(job_dir) / CHECKPOINT).is_file(),
                  run_info={"settings": settings, "task_info": jsonable(task.info)}, task_metrics=task.task_metrics)
     return {k: v for k, v in result.items() if k != "history"}
 
@@ -144,6 +147,16 @@ def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) ->
 
 def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
+
+
+def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
+    """The settings a job folder was trained with (its result, else the checkpoint of an interrupted
+    run), or None when nothing is stored there."""
+    if (job_dir / "result.json").is_file():
+        return json.loads((job_dir / "result.json").read_text())["run"]["settings"]
+    if (job_dir / CHECKPOINT).is_file():
+        return load_checkpoint(job_dir / CHECKPOINT)[1].get("run", {}).get("settings")
+    return None
 
 
 def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = True, replicas: bool = False) -> None:
@@ -215,25 +228,25 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")
     context = Context(exp_dir, specs, [], quick)
-    jobs, skipped = [], 0
+    jobs, skipped, resumed = [], 0, 0
     for spec in specs:
         for seed in range(seeds):
             job_dir = context.job_dir(spec, seed)
             if force and job_dir.exists():
                 shutil.rmtree(job_dir)
-            done = (job_dir / "result.json").is_file()
-            stale = done and json.loads((job_dir / "result.json").read_text())["run"]["settings"] != \
-                json.loads(json.dumps(spec.full_settings(seed)))
-            if stale:  # the spec changed since this job ran (e.g. --quick against a full run)
-                shutil.rmtree(job_dir)
-            if done and not stale:
+            stored = _stored_settings(job_dir)
+            if stored is not None and stored != json.loads(json.dumps(spec.full_settings(seed))):
+                shutil.rmtree(job_dir)  # the spec changed since this job ran (e.g. --quick against a full run)
+            elif (job_dir / "result.json").is_file():
                 skipped += 1
                 continue
+            elif stored is not None:
+                resumed += 1
             jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
     workers = workers or cpu_cores()
     if progress:
-        print(f"{exp.name}: {len(jobs)} runs to train, {skipped} already done, {min(workers, max(len(jobs), 1))} "
-              f"workers", file=sys.stderr)
+        print(f"{exp.name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
+              f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     started = time.perf_counter()
     run_jobs(jobs, workers, progress, replicas)
 
