@@ -292,6 +292,31 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
     assert {r["num_params"] for r in again["runs"]} != {r["num_params"] for r in whole["runs"]}
 
 
+def test_a_tuned_configuration_equal_to_the_studys_setting_is_copied_not_trained_again(tmp_path, monkeypatch):
+    import dataclasses
+
+    from rnnlab.cli import main
+    from rnnlab.experiments.settings import default_settings
+
+    rate = default_settings("mean-sign")["lr"]
+    study = dataclasses.replace(_tiny_study(), search=f'metric = "dev_loss"\nmode = "min"\nseeds = 1\n[search]\n'
+                                f'lr = [{rate!r}]\n', tune=["rnn", "gru"])
+    monkeypatch.setitem(EXPERIMENTS, "tiny", study)
+    common = ["--seeds", "2", "--workers", "1", "--out", str(tmp_path)]
+    assert main(["reproduce", "tiny", *common]) == 0
+    assert main(["reproduce", "tiny", "--tune", *common]) == 0
+    setting = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    tuned = json.loads((tmp_path / "tiny-tuned" / "results.json").read_text())
+    assert tuned["trained_now"] == 0 and len(tuned["runs"]) == 4
+    for run in tuned["runs"]:   # the very numbers of the study-setting run with the same seed
+        twin = next(r for r in setting["runs"] if (r["key"], r["seed"]) == (run["key"], run["seed"]))
+        assert run["test_loss"] == twin["test_loss"] and run["seconds_total"] == twin["seconds_total"]
+    assert any("4 of 4 runs have exactly the settings and seed of runs in" in n for n in tuned["notes"])
+    # with --force every run is trained again
+    assert main(["reproduce", "tiny", "--tune", "--force", *common]) == 0
+    assert json.loads((tmp_path / "tiny-tuned" / "results.json").read_text())["trained_now"] == 4
+
+
 def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(tmp_path):
     import dataclasses
 

@@ -262,16 +262,18 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
     if args.replicas and importlib.util.find_spec("jax") is None:
         raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
+    reuse_from = None
     if getattr(args, "tune", False):
         from rnnlab.experiments.sweeps import tune_experiment
 
+        reuse_from = Path(args.out) / exp.name   # a tuned configuration equal to the study's is not trained twice
         exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
                               address=args.address, workers=args.workers)
     if args.publish and args.quick:
         raise ValueError("--publish: quick runs are not published; drop --quick")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine,
-                             command=getattr(args, "command_line", ""))
+                             command=getattr(args, "command_line", ""), reuse_from=reuse_from)
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(summary_text(results))

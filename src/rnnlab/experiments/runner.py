@@ -149,6 +149,16 @@ def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
 
 
+def _settings_key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _finished_jobs(exp_dir: Path) -> dict[str, Path]:
+    """The finished jobs of a run folder, by their settings (seed included)."""
+    return {_settings_key(json.loads(p.read_text())["run"]["settings"]): p.parent
+            for p in sorted((exp_dir / "jobs").glob("*/result.json"))}
+
+
 def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     """The settings a job folder was trained with (its result, else the checkpoint of an interrupted
     run), or None when nothing is stored there."""
@@ -214,11 +224,15 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
-                   replicas: bool = False, engine: str | None = None, command: str = "") -> dict[str, Any]:
+                   replicas: bool = False, engine: str | None = None, command: str = "",
+                   reuse_from: str | Path | None = None) -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
     analyses, and write results.json / results.csv. Returns the results dict (the report's input).
     ``engine``: train every configuration on this engine (default: the settings' default engine);
-    ``command``: the command line that asked for it, kept in the results."""
+    ``command``: the command line that asked for it, kept in the results; ``reuse_from``: the folder
+    of another run of the study (the study's setting, for a tuned run), whose finished job with
+    exactly a job's settings and seed is copied instead of trained again (a run is deterministic
+    given both), unless ``force``."""
     exp_dir = Path(out_root) / exp.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
@@ -228,7 +242,8 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")
     context = Context(exp_dir, specs, [], quick)
-    jobs, skipped, resumed = [], 0, 0
+    reusable = {} if force or reuse_from is None else _finished_jobs(Path(reuse_from))
+    jobs, skipped, resumed, copied = [], 0, 0, 0
     for spec in specs:
         for seed in range(seeds):
             job_dir = context.job_dir(spec, seed)
@@ -240,13 +255,19 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
             elif (job_dir / "result.json").is_file():
                 skipped += 1
                 continue
-            elif stored is not None:
+            same = reusable.get(_settings_key(spec.full_settings(seed)))
+            if same is not None and stored is None:
+                shutil.copytree(same, job_dir)
+                copied += 1
+                continue
+            if stored is not None:
                 resumed += 1
             jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
     workers = workers or cpu_cores()
     if progress:
         print(f"{exp.name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
-              f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
+              f"already done, {copied} copied from {reuse_from}, {min(workers, max(len(jobs), 1))} workers",
+              file=sys.stderr)
     started = time.perf_counter()
     run_jobs(jobs, workers, progress, replicas)
 
@@ -261,6 +282,11 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
                          "settings": result["run"]["settings"], "history": history})
     context.runs = runs
     found = run_steps(exp.analyses, context)
+    same = [f"{r['key']} seed {r['seed']}" for r in runs if _settings_key(r["settings"]) in reusable]
+    if same:
+        found.notes.append(f"{len(same)} of {len(runs)} runs have exactly the settings and seed of runs in "
+                           f"{reuse_from} ({', '.join(same)}): their results are those runs', copied, not trained "
+                           "again.")
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": seeds, "metrics": exp.metric_names, "seconds": time.perf_counter() - started,
