@@ -3,6 +3,7 @@ resumable runs, the main job through the real entry point, and the report in a r
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rnnlab.experiments.runner import run_experiment
@@ -328,3 +330,34 @@ def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(t
     trials = list((tmp_path / "tiny-tuned" / "search" / "gru" / "trials").glob("*/result.json"))
     assert len(trials) == 2 and all(json.loads(t.read_text())["settings"]["epochs"] == 1 for t in trials)
     assert {s.settings["epochs"] for s in tuned.specs(False)} == {2}     # the study's own budget
+
+
+def test_loss_averaging_weighs_steps_or_sequences_and_matches_the_stored_test_loss(tmp_path):
+    import dataclasses
+
+    from rnnlab.analysis.steps import LossAveraging, sequence_losses
+    from rnnlab.experiments.runner import Context, RunSpec, run_experiment
+    from rnnlab.train import evaluate
+
+    def specs(quick: bool) -> list[RunSpec]:
+        return [RunSpec("rnn", "reber", {"cell": "rnn", "hidden": 4, "epochs": 1, "batch_size": 8},
+                        {"n_train": 16, "n_test": 12})]
+
+    exp = dataclasses.replace(_tiny_study(), name="lengths", specs=specs, claims=[], published={}, reasons={},
+                              metric_names=["test_loss"], analyses=[LossAveraging("test")], search="")
+    results = run_experiment(exp, tmp_path, seeds=2, workers=1, progress=False)
+    ctx = Context(tmp_path / "lengths", exp.specs(False), results["runs"], quick=False)
+    task, model = ctx.load("rnn", 1)
+    test = task.splits["test"]
+    sums, counts = sequence_losses(model, test)
+    assert len(sums) == len(test) and list(counts) == list(test.lengths)   # Reber strings differ in length
+    assert sums.sum() / counts.sum() == pytest.approx(evaluate(model, test, 5)["eval_loss"], rel=1e-6)  # float32
+    assert np.mean(sums / counts) != pytest.approx(sums.sum() / counts.sum(), rel=1e-6)
+    with open(tmp_path / "lengths" / "analysis" / "test_loss_averaging.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["seed"]) for r in rows] == [0, 1]
+    stored = {run["seed"]: run["test_loss"] for run in results["runs"]}
+    for row in rows:
+        assert float(row["over_steps"]) == pytest.approx(stored[int(row["seed"])], rel=1e-6)
+    assert float(rows[1]["over_sequences"]) == pytest.approx(np.mean(sums / counts), rel=1e-9)
+    assert any(n.startswith("Test loss averaged over all steps → per sequence first (2 runs") for n in results["notes"])

@@ -374,3 +374,13 @@ def test_holm_adjusts_and_stays_monotone():
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
     assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])   # 2 × 0.8 capped at 1, then monotone
+
+
+def test_a_best_value_at_the_edge_of_the_values_tried_is_flagged():
+    from rnnlab.experiments.sweeps import _edge_of_search
+
+    configs = [{"values": {"lr": lr, "optimizer": "adam"}} for lr in (0.001, 0.003, 0.01)]
+    assert _edge_of_search(configs[2], configs) == "; the highest lr tried"
+    assert _edge_of_search(configs[0], configs) == "; the lowest lr tried"
+    assert _edge_of_search(configs[1], configs) == ""
+    assert _edge_of_search(configs[0], configs[:2]) == ""     # two values: every value is an edge, so none is told

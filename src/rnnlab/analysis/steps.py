@@ -18,6 +18,7 @@ import numpy as np
 
 from rnnlab.analysis import plots
 from rnnlab.analysis.run import (
+    write_csv,
     write_discrepancy,
     write_dynamics,
     write_gradient_distribution,
@@ -329,6 +330,50 @@ class MetricAgainstSetting:
                                               f"{name} vs {self.xlabel}")
             figures.append(Figure(f"{name.capitalize()} vs {self.xlabel}", path, f"Mean over seeds of the {name}."))
         return Findings(figures, [])
+
+
+def sequence_losses(model: Any, data) -> tuple[np.ndarray, np.ndarray]:
+    """The summed loss and the number of scored steps of each sequence of ``data``, one at a time."""
+    sums, counts = [], []
+    for i in range(len(data)):
+        stats, _ = model.evaluate(data.batch(np.array([i])))
+        sums.append(stats.loss_sum)
+        counts.append(stats.count)
+    return np.array(sums), np.array(counts, dtype=float)
+
+
+def _mean_std(values: np.ndarray) -> str:
+    return f"{values.mean():.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values.mean():.3f}"
+
+
+@dataclass(frozen=True)
+class LossAveraging:
+    """A per-step loss on ``split`` averaged two ways, for every trained run: over all steps of the
+    split (long sequences weigh more) and per sequence first, then over sequences (each counts the
+    same). A published number that used the other average can differ by far more than the seeds do."""
+
+    split: str = "test"
+
+    def __call__(self, ctx: Any) -> Findings:
+        rows, tasks = [], {}
+        for spec in ctx.specs:
+            for run in (r for r in ctx.runs if r["key"] == spec.key):
+                data_key = (spec.task, repr(sorted(spec.task_options.items())), run["seed"])  # data can vary by seed
+                tasks[data_key], model = ctx.load(spec.key, run["seed"], task=tasks.get(data_key))
+                sums, counts = sequence_losses(model, tasks[data_key].splits[self.split])
+                rows.append({"key": spec.key, "seed": run["seed"], "sequences": len(sums),
+                             "over_steps": float(sums.sum() / counts.sum()),
+                             "over_sequences": float(np.mean(sums / counts))})
+        if not rows:
+            return Findings()
+        write_csv(out_dir(ctx) / f"{self.split}_loss_averaging.csv", rows)
+        shown = []
+        for key in dict.fromkeys(r["key"] for r in rows):
+            mine = [r for r in rows if r["key"] == key]
+            steps, seqs = (np.array([r[k] for r in mine]) for k in ("over_steps", "over_sequences"))
+            shown.append(f"{key} {_mean_std(steps)} → {_mean_std(seqs)}")
+        return Findings([], [f"{self.split.capitalize()} loss averaged over all steps → per sequence first "
+                             f"({len(rows)} runs, mean ± std over seeds): " + "; ".join(shown) + "."])
 
 
 @dataclass(frozen=True)

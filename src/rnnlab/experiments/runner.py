@@ -265,9 +265,9 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
             jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
     workers = workers or cpu_cores()
     if progress:
+        copies = f", {copied} copied from {reuse_from}" if reuse_from is not None else ""
         print(f"{exp.name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
-              f"already done, {copied} copied from {reuse_from}, {min(workers, max(len(jobs), 1))} workers",
-              file=sys.stderr)
+              f"already done{copies}, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     started = time.perf_counter()
     run_jobs(jobs, workers, progress, replicas)
 

@@ -600,6 +600,21 @@ def spec_sweep(search: str, spec: RunSpec, quick: bool, source: str) -> Sweep:
     return quick_version(sweep) if quick else sweep
 
 
+def _edge_of_search(best: dict[str, Any], configs: list[dict[str, Any]]) -> str:
+    """Where the best value of a numeric setting is the highest or lowest one tried, the optimum may lie
+    outside the searched range: say so beside the choice."""
+    edges = []
+    for key, value in best["values"].items():
+        tried = {c["values"][key] for c in configs if isinstance(c["values"].get(key), (int, float))}
+        if len(tried) < 3 or not isinstance(value, (int, float)):
+            continue
+        if value == max(tried):
+            edges.append(f"the highest {key} tried")
+        elif value == min(tried):
+            edges.append(f"the lowest {key} tried")
+    return "; " + ", ".join(edges) if edges else ""
+
+
 def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = False, force: bool = False,
                     executor: str = "local", address: str | None = None, workers: int | None = None,
                     progress: bool = True) -> Experiment:
@@ -624,8 +639,10 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
         best = min(configs, key=lambda c: c["mean"] if sweep.mode == "min" else -c["mean"])
         chosen[spec.key] = best["values"]
         shown = ", ".join(f"{k} {v}" for k, v in best["values"].items())
-        lines.append(f"{spec.key}: {shown} ({sweep.metric} {best['mean']:.4g} ± {best['std']:.2g}, best of "
-                     f"{sum(len(g['configs']) for g in summary['groups'])} configurations)")
+        spread = f"± {best['std']:.2g}" if best["seeds"] > 1 else "on one seed"
+        lines.append(f"{spec.key}: {shown} ({sweep.metric} {best['mean']:.4g} {spread}, best of "
+                     f"{sum(len(g['configs']) for g in summary['groups'])} configurations"
+                     f"{_edge_of_search(best, configs)})")
     searched = ", ".join(parse_sweep(f'task = "{specs[0].task}"\n{exp.search}').searched)
 
     def tuned_specs(q: bool) -> list[RunSpec]:   # the configurations the study does not tune are not rerun
