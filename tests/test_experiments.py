@@ -247,6 +247,7 @@ def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tm
     tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
     assert [s.key for s in tuned.specs(False)] == ["gru"]
     assert tuned.claims == [] and list(tuned.published) == [("gru", "test_accuracy")]
+    assert tuned.reasons == {("gru", "test_accuracy"): "tiny data"}     # the study's reasons hold for its tuned runs
     assert [p.name for p in (tmp_path / "tiny-tuned" / "search").iterdir()] == ["gru"]
 
 

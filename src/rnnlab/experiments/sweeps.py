@@ -654,4 +654,5 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
     return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
                                claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
                                published={k: v for k, v in exp.published.items() if k[0] in tuned},
-                               reasons={}, notes=[*exp.notes, note])
+                               reasons={k: v for k, v in exp.reasons.items() if k[0] in tuned},
+                               notes=[*exp.notes, note])
