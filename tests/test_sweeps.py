@@ -23,7 +23,7 @@ from scipy import stats
 
 from helpers import TINY_SWEEP as TINY
 from rnnlab.cli import build_parser, main, settings_from_args
-from rnnlab.experiments.sweeps import parse_sweep, run_sweep, write_trials_csv
+from rnnlab.experiments.sweeps import load_sweep, parse_sweep, quick_version, run_sweep, write_trials_csv
 
 
 def _write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
@@ -384,3 +384,12 @@ def test_a_best_value_at_the_edge_of_the_values_tried_is_flagged():
     assert _edge_of_search(configs[0], configs) == "; the lowest lr tried"
     assert _edge_of_search(configs[1], configs) == ""
     assert _edge_of_search(configs[0], configs[:2]) == ""     # two values: every value is an edge, so none is told
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "examples").rglob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_sweep_file_parses_into_valid_trials(path):
+    sweep = load_sweep(path)
+    trials = sweep.trials()
+    assert len(trials) >= sweep.seeds and len({t.id for t in trials}) == len(trials)
+    assert {t.seed for t in trials} == set(range(sweep.seeds))
+    assert quick_version(sweep).trials()     # `--quick` checks a file before its long run
