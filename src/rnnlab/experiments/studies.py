@@ -229,19 +229,23 @@ lr = {{ loguniform = [{math.exp(-12)!r}, {math.exp(-6)!r}] }}
 # measured by examples/maps/polyphonic-{nottingham,musedata}-budget.toml (3 seeds per point), the tuned run, and the
 # LossAveraging step of the study (the test NLL averaged per sequence first, from the stored runs)
 NOTTINGHAM_GAP = (
-    "not the budget of updates: S3's search picks its top rate for every cell, and at that rate 3× the epochs "
-    "(early stopping ends them near 150-200) gains 0.06-0.12 nats, e^-5 at most 0.17; without weight noise the "
-    "tanh-RNN reaches 3.62 [3.54, 3.70] (GRU and LSTM no better). Nor the averaging: per sequence first it rises "
-    "0.01-0.05 nats. The best of these stays ≥ 0.45 nats above S3; other published runs of these cells lie on our "
+    "not the budget of updates: S3's search picks its top rate for every cell. Against our setting's runs (3 seeds "
+    "each, difference [95% CI], Welch): 3× the epochs (early stopping ends them near 150-200) RNN −0.06 [−0.12, "
+    "−0.01] (p = 0.037), GRU −0.06 and LSTM −0.12 not significant with 3 seeds; e^-5 makes the RNN worse (+0.09 "
+    "[0.05, 0.13], p = 0.004), GRU −0.07 and LSTM −0.17 not significant; without weight noise the RNN gains −0.22 "
+    "[−0.29, −0.16] (p = 0.0012, 3.62), GRU and LSTM not significant. Nor the averaging: per sequence first ours "
+    "rise 0.01-0.05. The best of these stays ≥ 0.45 nats above S3; other published runs of these cells lie on our "
     "side (Bai et al. 2018: RNN 4.05, GRU 3.46, LSTM 3.29; Boulanger-Lewandowski 2012 RNN 4.46). Not measured: "
     "S3's parameter convention and preprocessing")
 MUSEDATA_GAP = (
     "in part how the test steps are averaged: MuseData's test pieces run from 44 to 4,272 steps, and averaged per "
     "sequence first (each piece counts the same) ours drop 0.88-0.96 nats, to 6.91 / 6.65 / 7.11, leaving "
-    "0.66-0.88 nats. Not the budget of updates: with 3× the epochs (early stopping ends the RNN and GRU at 113-151, "
-    "the LSTM at 247-297) ours gain 0.06 / 0.03 / 0.26 nats, without the weight noise 0.21 / 0.04 / 0 (3 seeds "
-    "each, docs/results/polyphonic-musedata-budget). Not measured: S3's parameter convention and preprocessing; "
-    "Boulanger-Lewandowski 2012's RNN (8.13) lies on our side")
+    "0.66-0.88 nats. Not the budget of updates: against our setting's runs (3 seeds each, difference [95% CI], "
+    "Welch), 3× the epochs (early stopping ends the RNN and GRU at 113-151, the LSTM at 247-297) gives RNN −0.06 "
+    "[−0.12, −0.00] (p = 0.042), GRU −0.03 (not significant with 3 seeds), LSTM −0.26 [−0.29, −0.24] (p < 0.001); "
+    "without the weight noise RNN −0.21 [−0.32, −0.10] (p = 0.008), GRU −0.04 [−0.06, −0.01] (p = 0.022), LSTM not "
+    "significant (docs/results/polyphonic-musedata-budget). Not measured: S3's parameter convention and "
+    "preprocessing; Boulanger-Lewandowski 2012's RNN (8.13) lies on our side")
 PIANO_GAP = (
     "ours are lower than S3's. Averaged per sequence first (25 test pieces of 64 to 2,644 steps) they rise ~0.3 "
     "nats, to 8.24 / 8.14 / 8.39: still below S3, and near Boulanger-Lewandowski 2012's RNN (8.37). S3's train "
