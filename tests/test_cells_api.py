@@ -83,6 +83,20 @@ def test_initialisers():
     assert abs(lecun.std() - np.sqrt(1 / 400)) < 0.002
 
 
+@pytest.mark.parametrize("kind, kwargs", CELLS)
+@settings(max_examples=15, deadline=None)
+@given(scale=st.floats(1e-3, 2.0), H=st.integers(1, 40), bias=st.booleans())
+def test_uniform_with_a_scale_bounds_every_parameter(kind, kwargs, scale, H, bias):
+    """Zaremba et al. 2014's init: weights and both biases U(±scale), whatever the hidden size."""
+    no_forget_bias = {"forget_bias": None} if kind == "lstm" else {}
+    cell = rnnlab.make_cell(kind, 3, H, seed=1, init="uniform", init_scale=scale, recurrent_bias=bias, **kwargs,
+                            **no_forget_bias)
+    values = np.concatenate([p.ravel() for p in cell.params.values()])
+    assert np.abs(values).max() <= scale
+    if values.size >= 60:   # U(±scale) reaches near its bound, PyTorch's ±1/√H does not when scale is wider
+        assert np.abs(values).max() > 0.8 * scale
+
+
 @pytest.mark.parametrize(
     "build, argument",
     [
@@ -91,6 +105,8 @@ def test_initialisers():
         (lambda: rnnlab.RNN(0, 4), "input_size"),
         (lambda: rnnlab.LSTM(3, 2.5), "hidden_size"),
         (lambda: rnnlab.RNN(3, 4, init="he"), "init"),
+        (lambda: rnnlab.LSTM(3, 4, init_scale=-0.1), "init_scale"),
+        (lambda: rnnlab.GRU(3, 4, init_scale=float("nan")), "init_scale"),
         (lambda: rnnlab.RNN(3, 4, recurrent_init="zeros"), "recurrent_init"),
         (lambda: rnnlab.RNN(3, 4, dtype=np.int32), "dtype"),
         (lambda: rnnlab.make_cell("transformer", 3, 4), "cell"),

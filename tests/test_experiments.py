@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from rnnlab.experiments.runner import run_experiment
-from rnnlab.experiments.settings import build
+from rnnlab.experiments.settings import build, load_trained
 from rnnlab.experiments.studies import COMPARE, EXPERIMENTS
 from rnnlab.report import write_report
+from rnnlab.train import CHECKPOINT, load_checkpoint
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 NEEDS = {"sentiment": ["sst"], "polyphonic": ["polyphonic"], "nlu-lm": ["nlu"], "agreement": ["nlu"],
@@ -98,6 +99,33 @@ def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):
     assert result_file.stat().st_mtime_ns == stamp
     run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, force=True, progress=False)
     assert result_file.stat().st_mtime_ns != stamp
+
+
+def test_jobs_stored_before_a_setting_existed_are_kept_and_load(tmp_path):
+    """A setting added to rnnlab later (here forget_bias) is absent from older jobs; its default is the
+    behaviour they had, so a rerun keeps them (nothing retrained, nothing deleted) and they still load."""
+    from rnnlab.experiments.runner import Experiment, RunSpec
+
+    options = {"n_train": 40, "n_dev": 20, "n_test": 20, "length": 5, "features": 3}
+    exp = Experiment(name="old", title="Old jobs", study="a test", about="One LSTM.", metric_names=["test_loss"],
+                     specs=lambda quick: [RunSpec("lstm", "mean-sign", {"cell": "lstm", "hidden": 4, "layers": 1,
+                                                                        "epochs": 2, "batch_size": 20}, options)])
+    first = run_experiment(exp, tmp_path, seeds=1, workers=1, progress=False)
+    job = tmp_path / "old" / "jobs" / "lstm-s0"
+    result = json.loads((job / "result.json").read_text())
+    assert result["run"]["settings"]["forget_bias"] == 1.0
+    del result["run"]["settings"]["forget_bias"]
+    (job / "result.json").write_text(json.dumps(result))
+    arrays, meta = load_checkpoint(job / CHECKPOINT)
+    del meta["run"]["settings"]["forget_bias"]
+    np.savez(job / CHECKPOINT, meta=np.array(json.dumps(meta)), **arrays)
+    stamp = (job / "result.json").stat().st_mtime_ns
+    again = run_experiment(exp, tmp_path, seeds=1, workers=1, progress=False)
+    assert (job / "result.json").stat().st_mtime_ns == stamp
+    assert [r["test_loss"] for r in again["runs"]] == [r["test_loss"] for r in first["runs"]]
+    trained = load_trained(job / CHECKPOINT)
+    assert trained.settings["forget_bias"] == 1.0
+    assert all(np.array_equal(trained.model.params[k], arrays[f"best/{k}"]) for k in trained.model.params)
 
 
 def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):

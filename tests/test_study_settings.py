@@ -106,6 +106,26 @@ def test_readout_follows_the_cells_initialiser_and_bias():
     assert "out.b" not in RecurrentModel("rnn", 7, 18, 7, seed=0, bias=False).params
 
 
+def test_ptb_model_is_zarembas():
+    """Their Lua code: every parameter U(±0.1), embeddings and readout too, two biases per gate (the input
+    and recurrent nn.Linear), no forget-gate bias of 1. rnnlab's default LSTM differs on the last three."""
+    settings = default_settings("ptb", seed=3)
+    kwargs = cell_kwargs(settings)
+    model = RecurrentModel("lstm", 200, 200, 10_000, head="steps", vocab_size=10_000, num_layers=2, seed=3,
+                           dtype=np.float64, **kwargs)
+    H = 200
+    assert model.num_params() == 10_000 * 200 + 2 * (2 * 200 * 4 * H + 2 * 4 * H) + 200 * 10_000 + 10_000
+    for name, p in model.params.items():
+        assert 0.099 < np.abs(p).max() <= 0.1, name
+        assert abs(p.std() - 0.1 / math.sqrt(3)) < 0.01, name    # the std of U(±0.1)
+    default = RecurrentModel("lstm", 200, 200, 10_000, head="steps", vocab_size=10_000, seed=3,
+                             dtype=np.float64, **cell_kwargs(default_settings("ptb", init_scale=None,
+                                                                              forget_bias=1.0)))
+    assert (default.params["rnn.0.b"][H:2 * H] == 1.0).all()
+    assert abs(default.params["emb.W"].std() - 0.1) < 0.01            # N(0, 0.1²) table
+    assert np.abs(default.params["out.W"]).max() <= 1 / math.sqrt(H)  # PyTorch's nn.Linear
+
+
 def test_every_study_default_is_the_study_default_of_its_task():
     for task, defaults in STUDY_DEFAULTS.items():
         settings = default_settings(task)

@@ -5,7 +5,8 @@ block is one gate's matrix, so every scheme below is applied block by block: fan
 
 Schemes (`init=` on every cell, and `recurrent_init=` for the recurrent matrices only):
 
-- ``"uniform"``: U(-1/sqrt(hidden), +1/sqrt(hidden)), PyTorch's default for weights *and* biases.
+- ``"uniform"``: U(-1/sqrt(hidden), +1/sqrt(hidden)), PyTorch's default for weights *and* biases;
+  with a ``scale``, U(-scale, +scale) for both (Zaremba et al. 2014 and TensorFlow's PTB model: 0.1).
 - ``"normal"``: N(0, scale**2); ``scale`` defaults to 0.1 (S2 uses 1.0, S4 uses sqrt(0.1)).
 - ``"xavier"``: Glorot normal, N(0, 2 / (fan_in + fan_out)).
 - ``"lecun"``: N(0, 1 / fan_in) (what Stérin et al. 2017 call "Xavier").
@@ -28,9 +29,18 @@ def check_scheme(name: str, argument: str) -> str:
     return name
 
 
+def _uniform_bound(hidden: int, scale: float | None) -> float:
+    return 1.0 / np.sqrt(hidden) if scale is None else scale
+
+
+def _check_scale(scale: float | None) -> None:
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"init_scale: expected a positive number, got {scale!r}")
+
+
 def _block(rng: np.random.Generator, fan_in: int, hidden: int, scheme: str, scale: float | None) -> np.ndarray:
     if scheme == "uniform":
-        bound = 1.0 / np.sqrt(hidden)
+        bound = _uniform_bound(hidden, scale)
         return rng.uniform(-bound, bound, size=(fan_in, hidden))
     if scheme == "normal":
         return rng.normal(0.0, 0.1 if scale is None else scale, size=(fan_in, hidden))
@@ -50,13 +60,16 @@ def init_weight(
     rng: np.random.Generator, fan_in: int, hidden: int, gates: int, scheme: str, scale: float | None, dtype
 ) -> np.ndarray:
     """A fused weight of shape (fan_in, gates * hidden), initialised gate block by gate block."""
+    _check_scale(scale)
     blocks = [_block(rng, fan_in, hidden, scheme, scale) for _ in range(gates)]
     return np.concatenate(blocks, axis=1).astype(dtype)
 
 
-def init_bias(rng: np.random.Generator, hidden: int, width: int, scheme: str, dtype) -> np.ndarray:
-    """A bias of shape (width,): PyTorch's uniform under ``"uniform"``, zeros otherwise."""
+def init_bias(rng: np.random.Generator, hidden: int, width: int, scheme: str, scale: float | None,
+              dtype) -> np.ndarray:
+    """A bias of shape (width,): uniform like the weights under ``"uniform"``, zeros otherwise."""
+    _check_scale(scale)
     if scheme == "uniform":
-        bound = 1.0 / np.sqrt(hidden)
+        bound = _uniform_bound(hidden, scale)
         return rng.uniform(-bound, bound, size=width).astype(dtype)
     return np.zeros(width, dtype=dtype)

@@ -57,14 +57,14 @@ class Linear:
         self.dtype = check_dtype(dtype)
         rng = np.random.default_rng(seed)
         scheme = check_scheme(init, "init")
-        if scheme == "uniform":  # PyTorch's nn.Linear: U(±1/sqrt(in_features)) for W and b
+        if scheme == "uniform" and init_scale is None:  # PyTorch's nn.Linear: U(±1/sqrt(in_features)) for W and b
             bound = 1.0 / np.sqrt(self.in_features)
             W = rng.uniform(-bound, bound, size=(self.in_features, self.out_features)).astype(self.dtype)
         else:
             W = init_weight(rng, self.in_features, self.out_features, 1, scheme, init_scale, self.dtype)
         self.params = {"W": W}
         if bias:
-            self.params["b"] = init_bias(rng, self.in_features, self.out_features, scheme, self.dtype)
+            self.params["b"] = init_bias(rng, self.in_features, self.out_features, scheme, init_scale, self.dtype)
 
     def num_params(self) -> int:
         return int(sum(v.size for v in self.params.values()))

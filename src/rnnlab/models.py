@@ -87,7 +87,10 @@ class RecurrentModel:
         children: dict[str, Any] = {}
         self.embedding = None
         if vocab_size is not None:
-            self.embedding = Embedding(vocab_size, input_size, seed=int(seeds[0]), dtype=dtype)
+            # under "uniform" with a scale every parameter is U(±scale), the table too (Zaremba et al. 2014)
+            uniform_scale = cell_kwargs.get("init") == "uniform" and cell_kwargs.get("init_scale") is not None
+            table_init = {"init": "uniform", "init_scale": cell_kwargs["init_scale"]} if uniform_scale else {}
+            self.embedding = Embedding(vocab_size, input_size, seed=int(seeds[0]), dtype=dtype, **table_init)
             children["emb"] = self.embedding
         self.rnn = Stack.build(cell, input_size, hidden_size, num_layers, seed=int(seeds[1]), dtype=dtype,
                                **cell_kwargs)

@@ -122,9 +122,9 @@ class Cell:
             "W_h": init_weight(rng, H, H, G, self.recurrent_init, init_scale, self.dtype),
         }
         if self.bias:
-            self.params["b"] = init_bias(rng, H, G * H, self.init, self.dtype)
+            self.params["b"] = init_bias(rng, H, G * H, self.init, init_scale, self.dtype)
             if self.recurrent_bias:
-                self.params["b_h"] = init_bias(rng, H, G * H, self.init, self.dtype)
+                self.params["b_h"] = init_bias(rng, H, G * H, self.init, init_scale, self.dtype)
         self.params.update(self.extra_params(rng))
 
     def extra_params(self, rng: np.random.Generator) -> dict[str, Array]:

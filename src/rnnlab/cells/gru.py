@@ -105,7 +105,7 @@ class GRU(Cell):
 
     def extra_params(self, rng):
         if self.variant == "cudnn" and self.bias and not self.recurrent_bias:
-            return {"b_hn": init_bias(rng, self.hidden_size, self.hidden_size, self.init, self.dtype)}
+            return {"b_hn": init_bias(rng, self.hidden_size, self.hidden_size, self.init, self.init_scale, self.dtype)}
         return {}
 
     def step(self, p, xw, state, xp=np):

@@ -30,12 +30,13 @@ STUDY_DEFAULTS: dict[str, dict[str, Any]] = {
     "nlu-agreement": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
                       "init_scale": 0.1 ** 0.5, "optimizer": "sgd", "lr": 0.5, "batch_size": 100,
                       "schedule": "anneal", "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10},
-    # Zaremba et al. 2014 small: 2×200 LSTM, SGD lr 1, clip 5, batch 20, ×0.5 per epoch after epoch 4. Their
-    # loss is summed over the 20 unrolled steps (averaged over the batch); ours is the mean per token, 20×
-    # smaller, so the same updates need lr 20 and a clip threshold of 5/20.
+    # Zaremba et al. 2014 small (their Lua code): 2×200 LSTM, two biases per gate (input and recurrent
+    # nn.Linear), every parameter U(±0.1) (no forget-gate bias of 1), SGD lr 1, clip 5, batch 20, ×0.5 per
+    # epoch after epoch 4. Their loss is summed over the 20 unrolled steps (averaged over the batch); ours is
+    # the mean per token, 20× smaller, so the same updates need lr 20 and a clip threshold of 5/20.
     "ptb": {"cell": "lstm", "hidden": 200, "layers": 2, "optimizer": "sgd", "lr": 20.0, "clip": 0.25,
             "batch_size": 20, "schedule": "exponential", "gamma": 0.5, "decay_start": 4, "epochs": 13,
-            "init": "uniform"},
+            "init": "uniform", "init_scale": 0.1, "forget_bias": None, "recurrent_bias": True},
     **{name: {"optimizer": "adam", "lr": 1e-3, "epochs": 10, "hidden": 64}
        for name in ("sst2", "sst5", "sst2-phrases", "sst5-phrases")},
     # S3: about 20K parameters, RMSProp, gradient norm clipped at 1, weight noise 0.075

@@ -28,7 +28,14 @@ import numpy as np
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import log_call, one_thread_workers
-from rnnlab.experiments.settings import build, default_settings, jsonable, load_trained, train_config
+from rnnlab.experiments.settings import (
+    build,
+    complete_settings,
+    default_settings,
+    jsonable,
+    load_trained,
+    train_config,
+)
 from rnnlab.experiments.verdicts import Claim, verdict_table
 from rnnlab.train import CHECKPOINT, load_checkpoint
 
@@ -155,7 +162,7 @@ def _settings_key(settings: dict[str, Any]) -> str:
 
 def _finished_jobs(exp_dir: Path) -> dict[str, Path]:
     """The finished jobs of a run folder, by their settings (seed included)."""
-    return {_settings_key(json.loads(p.read_text())["run"]["settings"]): p.parent
+    return {_settings_key(complete_settings(json.loads(p.read_text())["run"]["settings"])): p.parent
             for p in sorted((exp_dir / "jobs").glob("*/result.json"))}
 
 
@@ -163,9 +170,10 @@ def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     """The settings a job folder was trained with (its result, else the checkpoint of an interrupted
     run), or None when nothing is stored there."""
     if (job_dir / "result.json").is_file():
-        return json.loads((job_dir / "result.json").read_text())["run"]["settings"]
+        return complete_settings(json.loads((job_dir / "result.json").read_text())["run"]["settings"])
     if (job_dir / CHECKPOINT).is_file():
-        return load_checkpoint(job_dir / CHECKPOINT)[1].get("run", {}).get("settings")
+        stored = load_checkpoint(job_dir / CHECKPOINT)[1].get("run", {}).get("settings")
+        return None if stored is None else complete_settings(stored)
     return None
 
 
@@ -279,7 +287,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
             history = result.get("history", [])
             metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history])) if history else None
             runs.append({"key": spec.key, "group": spec.group, "label": spec.label, "seed": seed, **metrics,
-                         "settings": result["run"]["settings"], "history": history})
+                         "settings": complete_settings(result["run"]["settings"]), "history": history})
     context.runs = runs
     found = run_steps(exp.analyses, context)
     same = [f"{r['key']} seed {r['seed']}" for r in runs if _settings_key(r["settings"]) in reusable]

@@ -82,7 +82,10 @@ def settings_table() -> list[Setting]:
         Setting("bias", True, _bool, "use biases"),
         Setting("recurrent_bias", False, _bool, "a second, recurrent bias per gate as PyTorch counts them"),
         Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
-        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1)"),
+        Setting("forget_bias", 1.0, _optional_float, "LSTM: the forget gate's starting bias (none = what --init "
+                "drew: PyTorch, Zaremba et al. 2014)"),
+        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1); for "
+                "--init uniform the bound of every parameter, embeddings included (default: PyTorch's ±1/√fan)"),
         Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
         Setting("lr", 1e-3, float, "initial learning rate"),
         Setting("momentum", 0.0, float, "SGD momentum"),
@@ -138,7 +141,15 @@ def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
         kwargs["variant"] = settings["variant"]
     if settings["cell"] == "rnn":
         kwargs["activation"] = settings["activation"]
+    if settings["cell"] == "lstm":
+        kwargs["forget_bias"] = settings["forget_bias"]
     return kwargs
+
+
+def complete_settings(stored: dict[str, Any]) -> dict[str, Any]:
+    """Settings stored by a run, with every setting added to rnnlab since then at its built-in default:
+    a new setting's default keeps the behaviour that run had, so old runs stay comparable and loadable."""
+    return {**{s.name: s.default for s in settings_table() if s.name not in stored}, **stored}
 
 
 def build(settings: dict[str, Any], task=None):
@@ -211,6 +222,7 @@ def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | Non
     settings = meta.get("run", {}).get("settings")
     if not settings:
         raise ValueError(f"checkpoint {checkpoint}: no run settings recorded; cannot rebuild the model")
+    settings = complete_settings(settings)
     if engine is not None:
         engine_setting = next(s for s in settings_table() if s.name == "engine")
         settings = dict(settings, engine=convert(engine_setting, engine, "--engine"))
