@@ -81,7 +81,8 @@ class Linear:
 
 def linear(p: dict, h):
     """Pure: y = h W (+ b), for any leading axes; NumPy or JAX arrays."""
-    y = h @ p["W"]
+    # one (T·B, in) matrix product: NumPy runs a stacked (T, B, in) @ W as T small ones, up to 2× slower
+    y = (h.reshape(-1, h.shape[-1]) @ p["W"]).reshape(*h.shape[:-1], p["W"].shape[1])
     return y + p["b"] if "b" in p else y
 
 
@@ -91,7 +92,7 @@ def linear_backward(p: dict, h, dy):
     grads = {"W": rows_h.T @ rows_dy}
     if "b" in p:
         grads["b"] = rows_dy.sum(axis=0)
-    return grads, dy @ p["W"].T
+    return grads, (rows_dy @ p["W"].T).reshape(h.shape)
 
 
 def last_valid_index(mask: Any, T: int, B: int, xp=np):
