@@ -262,6 +262,25 @@ def test_cli_help_explains_every_option_with_its_default():
     assert out.count("(default:") >= 25
 
 
+def test_every_option_states_its_default_once():
+    """Help written with its default in words is not followed by argparse's own "(default: None)"."""
+    import argparse
+
+    from rnnlab.cli import build_parser
+
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if action.help and action.help != argparse.SUPPRESS:
+                shown = formatter._get_help_string(action)
+                assert shown.count("(default:") <= 1, (parser.prog, action.dest, shown)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

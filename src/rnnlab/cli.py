@@ -26,6 +26,14 @@ from rnnlab.experiments.settings import (
 )
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends each option's default, unless its help already says it in words."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        return text if "(default:" in text else super()._get_help_string(action)
+
+
 def _demo(args: argparse.Namespace) -> int:
     """Build the three cells at one parameter budget and prove their backward passes exact."""
     import rnnlab
@@ -350,12 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnlab",
         description="A laboratory for recurrent neural networks: RNN, GRU and LSTM from scratch.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     demo = sub.add_parser("demo", help="cells at equal budgets and a gradient check of each",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=HelpFormatter)
     demo.add_argument("--budget", type=int, default=600, help="parameter budget shared by the three cells")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
     demo.add_argument("--engine", choices=tuple(ENGINES), default=None,
@@ -376,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(run=_train)
 
     ev = sub.add_parser("evaluate", help="evaluate a checkpoint on its task",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=HelpFormatter)
     ev.add_argument("--checkpoint", required=True, metavar="FILE", help="checkpoint.npz written by rnnlab train")
     ev.add_argument("--split", choices=("train", "dev", "test", "all"), default="all", help="which split")
     ev.add_argument("--last", action="store_true", help="use the last epoch's parameters, not the best-dev ones")
@@ -393,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.set_defaults(run=_data)
 
     an = sub.add_parser("analyze", help="look inside networks: discrepancy, gradient flow, gradients, hidden, dynamics",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        formatter_class=HelpFormatter,
                         description="Runs one analysis on trained checkpoints (--checkpoint, repeatable) or on "
                         "untrained models built for --task (--cells, --hidden), and writes PNG + CSV/JSON to --out.")
     an.add_argument("analysis", choices=("discrepancy", "gradient-flow", "gradients", "hidden", "dynamics"),
@@ -420,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rnnlab.experiments.studies import EXPERIMENTS
 
     rep = sub.add_parser("reproduce", help="rerun a study over seeds and write its report",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                         formatter_class=HelpFormatter,
                          description="Trains every configuration of a study over seeds in parallel workers (finished "
                          "runs are kept and skipped), runs its analyses, and writes runs/NAME/ with results.json, "
                          "results.csv, the plots, report.html and report.md.")
@@ -434,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(run=_reproduce)
 
     cmp = sub.add_parser("compare", help="the main job: RNN vs GRU vs LSTM on synthetic tasks, with a report",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                         formatter_class=HelpFormatter,
                          description="Embedded Reber, the sign-of-the-mean task, the (l,k)-discrepancy and the "
                          "gradient through time, on built-in synthetic data (no download); writes "
                          "runs/compare/report.html.")
@@ -442,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.set_defaults(run=_compare)
 
     sw = sub.add_parser("sweep", help="a search over settings declared in a TOML file, resumable, local or on Ray",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        formatter_class=HelpFormatter,
                         description="Trains grid × samples × seeds trials of the search in FILE (see the README for "
                         "the format), stores each under DIR/trials/ as it finishes (a rerun trains only what is "
                         "missing), and writes DIR/trials.csv, DIR/report.html and .md, and DIR/best/GROUP.toml.")

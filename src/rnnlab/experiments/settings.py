@@ -84,8 +84,8 @@ def settings_table() -> list[Setting]:
         Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
         Setting("forget_bias", 1.0, _optional_float, "LSTM: the forget gate's starting bias (none = what --init "
                 "drew: PyTorch, Zaremba et al. 2014)"),
-        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (default 0.1); for "
-                "--init uniform the bound of every parameter, embeddings included (default: PyTorch's ±1/√fan)"),
+        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (none: 0.1), or "
+                "the bound of every parameter, embeddings included, for --init uniform (none: PyTorch's ±1/√fan)"),
         Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
         Setting("lr", 1e-3, float, "initial learning rate"),
         Setting("momentum", 0.0, float, "SGD momentum"),
