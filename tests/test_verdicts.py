@@ -46,6 +46,19 @@ def test_a_reversed_difference_is_not_reproduced():
     assert judge_claim(lower, _runs(a=[0.1, 0.2, 0.15, 0.12], b=[0.9, 0.95, 0.85, 0.92])).verdict == REPRODUCED
 
 
+def test_a_side_identical_in_every_seed_is_tested_without_a_warning():
+    """Variance exactly 0 on one side is a valid Welch test (the other side's spread decides)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        v = judge_claim(CLAIM, _runs(a=[0.6, 0.6, 0.6], b=[0.2, 0.3, 0.25]))
+    assert v.verdict == REPRODUCED and v.low > 0 and v.test == "Welch's t-test"
+    d, low, high, p, _ = compare_samples(np.array([0.6, 0.6, 0.6]), np.array([0.2, 0.3, 0.25]), count=False)
+    half = 4.302652729911275 * 0.05 / np.sqrt(3)   # t(0.975, df = 2) · s_b / √3 with s_b = 0.05
+    assert (low, high) == pytest.approx((d - half, d + half))
+
+
 def test_one_seed_cannot_be_tested():
     assert judge_claim(CLAIM, _runs(a=[3.0], b=[1.0])).verdict == "not significant with 1 seed"
 

@@ -24,6 +24,7 @@ interval, or the Wilson interval of a success rate.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,12 @@ def compare_samples(a: np.ndarray, b: np.ndarray, count: bool) -> tuple[float, f
     d = float(a.mean() - b.mean())
     if a.std() == 0 and b.std() == 0:    # no spread at all: the t statistic is undefined
         return d, d, d, (1.0 if d == 0 else 0.0), "identical in every seed (no spread; no test needed)"
-    result = stats.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings():
+        if a.std() == 0 or b.std() == 0:
+            # a side identical in every seed has variance exactly 0, which Welch's test handles; SciPy
+            # still warns of "catastrophic cancellation" for it
+            warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation", RuntimeWarning)
+        result = stats.ttest_ind(a, b, equal_var=False)
     ci = result.confidence_interval(1 - ALPHA)
     return d, float(ci.low), float(ci.high), float(result.pvalue), "Welch's t-test"
 
