@@ -87,6 +87,34 @@ def test_the_same_file_gives_the_same_trials_and_growing_it_keeps_them():
         assert t.settings["epochs"] == 2 and t.settings["task_options"]["n_train"] == 48
 
 
+PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+@pytest.mark.parametrize("report", sorted(PUBLISHED.glob("*/report.md")), ids=lambda p: p.parent.name)
+def test_a_published_sweep_keeps_its_trial_ids_as_rnnlab_gains_settings(report):
+    """Each published sweep's trials.csv lists the ids its file gives today, so rerunning or growing the
+    file finds every stored trial instead of training it again (ids hash the settings)."""
+    file = re.search(r"rnnlab sweep (\S+\.toml)", report.read_text())
+    assert file, f"{report}: does not name its sweep file"
+    sweep = parse_sweep((PUBLISHED.parents[1] / file.group(1)).read_text(), file.group(1))
+    with open(report.parent / "trials.csv", newline="") as f:
+        stored = {row["id"] for row in csv.DictReader(f)}
+    assert stored == {t.id for t in sweep.trials()}
+
+
+def test_a_setting_added_later_changes_an_id_only_away_from_its_default():
+    from rnnlab.experiments.settings import LATER_SETTINGS, settings_identity, settings_table
+
+    defaults = {s.name: s.default for s in settings_table()}
+    sweep = parse_sweep(TINY)
+    trial = sweep.trials()[0]
+    for name in LATER_SETTINGS:
+        assert trial.settings[name] == defaults[name] and name not in settings_identity(trial.settings)
+        moved = parse_sweep(TINY.replace("[settings]", f"[settings]\n{name} = 2.5")).trials()[0]
+        assert moved.settings[name] == 2.5 and moved.id != trial.id
+        assert settings_identity(moved.settings)[name] == 2.5
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(["rnn", "gru", "lstm"]), min_size=1, max_size=3, unique=True),
        st.integers(1, 4), st.integers(1, 3), st.floats(1e-5, 1e-2), st.floats(2.0, 100.0),

@@ -146,6 +146,18 @@ def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+# Settings added after stored results existed, each defaulting to the behaviour those results had. Ids hashed
+# from settings (a sweep's trials) leave them out while they hold that default, so gaining a setting keeps
+# every stored trial's id; stored settings are read with them filled in (complete_settings).
+LATER_SETTINGS = ("forget_bias",)
+
+
+def settings_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a run's settings: all of them but the later-added ones at their default."""
+    defaults = {s.name: s.default for s in settings_table() if s.name in LATER_SETTINGS}
+    return {k: v for k, v in settings.items() if not (k in defaults and v == defaults[k])}
+
+
 def complete_settings(stored: dict[str, Any]) -> dict[str, Any]:
     """Settings stored by a run, with every setting added to rnnlab since then at its built-in default:
     a new setting's default keeps the behaviour that run had, so old runs stay comparable and loadable."""

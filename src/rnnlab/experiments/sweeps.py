@@ -52,7 +52,7 @@ from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.executors import log_call, progress_bar, run_trial
 from rnnlab.experiments.runner import Experiment, RunSpec
-from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_table
+from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.verdicts import ALPHA, COUNT_METRICS, compare_samples, not_significant, wilson
 from rnnlab.train import atomic_write
 
@@ -151,13 +151,14 @@ class Sweep:
                                           (f"{self.source} [search]", searched))
                 common["task_options"] = {**self.task_options,
                                           **{k: v for k, v in values.items() if k in self.option_grid}}
-                config = _digest({k: v for k, v in common.items() if k != "seed"})[:10]
+                config = _digest({k: v for k, v in settings_identity(common).items() if k != "seed"})[:10]
                 if config in seen:  # a draw that repeats an earlier one (a choice, a narrow int range)
                     continue
                 seen.add(config)
                 for seed in range(self.seeds):
                     settings = dict(common, seed=seed)
-                    out.append(Trial(_digest(settings)[:12], group, config, values, seed, settings))
+                    out.append(Trial(_digest(settings_identity(settings))[:12], group, config, values, seed,
+                                     settings))
         return out
 
 
