@@ -12,7 +12,9 @@ import pytest
 from rnnlab.data.containers import pad
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.experiments.settings import cell_kwargs, default_settings, train_config
+from rnnlab.experiments.studies import EXPERIMENTS
 from rnnlab.models import RecurrentModel
+from rnnlab.optim import make_schedule
 
 VOCAB = 2000
 
@@ -124,6 +126,31 @@ def test_ptb_model_is_zarembas():
     assert (default.params["rnn.0.b"][H:2 * H] == 1.0).all()
     assert abs(default.params["emb.W"].std() - 0.1) < 0.01            # N(0, 0.1²) table
     assert np.abs(default.params["out.W"]).max() <= 1 / math.sqrt(H)  # PyTorch's nn.Linear
+
+
+def _lua_rates(epochs: int, lr: float = 1.0, max_epoch: int = 4, decay: float = 2.0) -> list[float]:
+    """Zaremba's main.lua: after each epoch, ``if epoch > max_epoch then lr = lr / decay``."""
+    rates = []
+    for epoch in range(1, epochs + 1):
+        rates.append(lr)
+        if epoch > max_epoch:
+            lr /= decay
+    return rates
+
+
+def test_ptb_schedules_are_the_papers_and_the_lua_codes():
+    """The main runs halve the rate from the 5th epoch (the paper, EXPERIMENTS.md); lstm-lua-schedule from the
+    6th, as the Lua code's loop does. Their lr is 20× Zaremba's because our loss averages the 20 steps."""
+    specs = {spec.label: spec for spec in EXPERIMENTS["ptb"].specs(False)}
+
+    def rates(label: str) -> list[float]:
+        config = train_config(default_settings("ptb", **specs[label].settings))
+        schedule = make_schedule(config.schedule, config.lr, **config.schedule_kwargs())
+        return [schedule.lr_for(epoch) / 20 for epoch in range(config.epochs)]
+
+    assert rates("lstm-lua-schedule") == _lua_rates(13)
+    assert rates("lstm") == [1.0] * 4 + _lua_rates(9, lr=0.5, max_epoch=0)
+    assert rates("lstm")[4] == 0.5 and rates("lstm-lua-schedule")[4] == 1.0
 
 
 def test_every_study_default_is_the_study_default_of_its_task():
