@@ -390,3 +390,41 @@ def test_loss_averaging_weighs_steps_or_sequences_and_matches_the_stored_test_lo
         assert float(row["over_steps"]) == pytest.approx(stored[int(row["seed"])], rel=1e-6)
     assert float(rows[1]["over_sequences"]) == pytest.approx(np.mean(sums / counts), rel=1e-9)
     assert any(n.startswith("Test loss averaged over all steps → per sequence first (2 runs") for n in results["notes"])
+
+
+def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel_streams(tmp_path, monkeypatch):
+    """Zaremba et al.'s Lua run_test reads the test set as one stream whose state is never reset: that must be
+    one forward pass over the whole stream, while the other reading is the run's own stored test perplexity."""
+    import dataclasses
+
+    from rnnlab.analysis.steps import StreamEvaluation
+    from rnnlab.data.containers import Batch
+    from rnnlab.experiments.runner import Context, RunSpec
+
+    words = np.random.default_rng(0).choice([f"w{i}" for i in range(12)], size=(3, 40, 6))
+    (tmp_path / "data" / "ptb").mkdir(parents=True)
+    for split, lines in zip(("train", "valid", "test"), words):
+        (tmp_path / "data" / "ptb" / f"ptb.{split}.txt").write_text("\n".join(" " + " ".join(w) for w in lines))
+    monkeypatch.setenv("RNNLAB_DATA_DIR", str(tmp_path / "data"))
+
+    def specs(quick: bool) -> list[RunSpec]:
+        return [RunSpec("lstm", "ptb", {"cell": "lstm", "hidden": 6, "embedding_dim": 5, "layers": 2, "epochs": 2,
+                                        "batch_size": 4, "lr": 1.0})]
+
+    exp = dataclasses.replace(_tiny_study(), name="streams", specs=specs, claims=[], published={}, reasons={},
+                              metric_names=["test_perplexity"], analyses=[StreamEvaluation(("lstm",))], search="")
+    results = run_experiment(exp, tmp_path, seeds=2, workers=1, progress=False)
+    with open(tmp_path / "streams" / "analysis" / "test_stream_evaluation.csv") as f:
+        rows = list(csv.DictReader(f))
+    ctx = Context(tmp_path / "streams", exp.specs(False), results["runs"], quick=False)
+    for row, run in zip(rows, results["runs"], strict=True):
+        task, model = ctx.load("lstm", run["seed"])
+        tokens = task.splits["test"].tokens
+        stats, _ = model.evaluate(Batch(tokens[:-1, None], tokens[1:, None], None))
+        assert stats.count == len(tokens) - 1
+        assert float(row["one_stream"]) == pytest.approx(math.exp(stats.loss_sum / stats.count), rel=1e-5)
+        assert float(row["streams"]) == pytest.approx(run["test_perplexity"], rel=1e-6)
+        # 4 parallel streams score 236 of the 239 predictions, and start 4 times from a zero state
+        assert float(row["streams"]) != pytest.approx(float(row["one_stream"]), rel=1e-6)
+        assert row["best_is_last"] == str(run["best_epoch"] == 2)
+    assert any("as one stream" in n and "of 2 runs" in n for n in results["notes"])

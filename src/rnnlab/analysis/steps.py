@@ -26,6 +26,7 @@ from rnnlab.analysis.run import (
     write_reber_readout,
 )
 from rnnlab.data.tasks import get_task
+from rnnlab.train import evaluate
 
 CELL_NAMES = {"rnn": "vanilla", "gru": "GRU", "lstm": "LSTM"}
 
@@ -342,6 +343,19 @@ def sequence_losses(model: Any, data) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sums), np.array(counts, dtype=float)
 
 
+def trained_runs(ctx: Any, keys: tuple[str, ...] = ()):
+    """(spec, run, task, model) of every finished run of the specs named by ``keys`` (all when empty); a
+    task is loaded once per data it depends on."""
+    tasks = {}
+    for spec in ctx.specs:
+        if keys and spec.key not in keys:
+            continue
+        for run in (r for r in ctx.runs if r["key"] == spec.key):
+            data_key = (spec.task, repr(sorted(spec.task_options.items())), run["seed"])  # data can vary by seed
+            tasks[data_key], model = ctx.load(spec.key, run["seed"], task=tasks.get(data_key))
+            yield spec, run, tasks[data_key], model
+
+
 def _mean_std(values: np.ndarray) -> str:
     return f"{values.mean():.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values.mean():.3f}"
 
@@ -355,15 +369,12 @@ class LossAveraging:
     split: str = "test"
 
     def __call__(self, ctx: Any) -> Findings:
-        rows, tasks = [], {}
-        for spec in ctx.specs:
-            for run in (r for r in ctx.runs if r["key"] == spec.key):
-                data_key = (spec.task, repr(sorted(spec.task_options.items())), run["seed"])  # data can vary by seed
-                tasks[data_key], model = ctx.load(spec.key, run["seed"], task=tasks.get(data_key))
-                sums, counts = sequence_losses(model, tasks[data_key].splits[self.split])
-                rows.append({"key": spec.key, "seed": run["seed"], "sequences": len(sums),
-                             "over_steps": float(sums.sum() / counts.sum()),
-                             "over_sequences": float(np.mean(sums / counts))})
+        rows = []
+        for spec, run, task, model in trained_runs(ctx):
+            sums, counts = sequence_losses(model, task.splits[self.split])
+            rows.append({"key": spec.key, "seed": run["seed"], "sequences": len(sums),
+                         "over_steps": float(sums.sum() / counts.sum()),
+                         "over_sequences": float(np.mean(sums / counts))})
         if not rows:
             return Findings()
         write_csv(out_dir(ctx) / f"{self.split}_loss_averaging.csv", rows)
@@ -374,6 +385,38 @@ class LossAveraging:
             shown.append(f"{key} {_mean_std(steps)} → {_mean_std(seqs)}")
         return Findings([], [f"{self.split.capitalize()} loss averaged over all steps → per sequence first "
                              f"({len(rows)} runs, mean ± std over seeds): " + "; ".join(shown) + "."])
+
+
+@dataclass(frozen=True)
+class StreamEvaluation:
+    """Perplexity on ``split`` of every run of ``keys`` read two ways with the same parameters: as the
+    run's ``batch_size`` parallel streams (how rnnlab evaluates) and as one continuous stream whose state
+    is never reset (batch 1: Zaremba et al.'s Lua ``run_test``). Also counts the runs whose best-dev
+    parameters, the ones tested, are their last epoch's, which is what the Lua code tests."""
+
+    keys: tuple[str, ...]
+    split: str = "test"
+
+    def __call__(self, ctx: Any) -> Findings:
+        rows = []
+        for spec, run, task, model in trained_runs(ctx, self.keys):
+            data, batch_size = task.splits[self.split], run["settings"]["batch_size"]
+            rows.append({"key": spec.key, "seed": run["seed"], "batch_size": batch_size,
+                         "streams": evaluate(model, data, batch_size, self.split)[f"{self.split}_perplexity"],
+                         "one_stream": evaluate(model, data, 1, self.split)[f"{self.split}_perplexity"],
+                         "best_is_last": run["best_epoch"] == run["epochs_run"]})
+        if not rows:
+            return Findings()
+        write_csv(out_dir(ctx) / f"{self.split}_stream_evaluation.csv", rows)
+        shown = []
+        for key in dict.fromkeys(r["key"] for r in rows):
+            mine = [r for r in rows if r["key"] == key]
+            streams, one = (np.array([r[k] for r in mine]) for k in ("streams", "one_stream"))
+            last = sum(r["best_is_last"] for r in mine)
+            shown.append(f"{key}: {_mean_std(streams)} in {mine[0]['batch_size']} streams → {_mean_std(one)} as one "
+                         f"stream; the tested parameters are the last epoch's in {last} of {len(mine)} runs")
+        return Findings([], [f"{self.split.capitalize()} perplexity with the same parameters, read as parallel "
+                             f"streams → as one stream (mean ± std over seeds): " + "; ".join(shown) + "."])
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from rnnlab.analysis.steps import (
     MetricAgainstSetting,
     ReberReadout,
     RobustnessMap,
+    StreamEvaluation,
 )
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
@@ -487,7 +488,8 @@ PTB = Experiment(
                   higher_is_better=False, source="rnnlab's question")],
     analyses=[LearningCurves("dev_perplexity", "dev perplexity (PTB)", name="PTB learning curves",
                              caption="Dev perplexity after each epoch, mean ± one std over seeds; the best-dev "
-                                     "parameters are the ones tested.")],
+                                     "parameters are the ones tested."),
+              StreamEvaluation(("lstm", "lstm-lua-schedule"))],   # how Zaremba's Lua code reads the test set
     notes=["Measured under rnnlab's default initialisation: the tanh RNN does not train at the LSTM's rate: at "
            "lr 20 its training loss was 18.4 nats (uniform: 9.2) and its dev perplexity 2.6e7 after 120,000 "
            "tokens, against 6.9 and 600 at lr 5 and 6.9 and 780 at lr 2 (the LSTM at lr 20: 6.8 and 562). The "
