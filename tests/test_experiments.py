@@ -250,6 +250,10 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     published = next(line for line in page.splitlines() if line.startswith("| gru test accuracy = 0.9"))
     assert published.count("**") == 4
     assert "Tuned: lr of each configuration" in page
+    # each run's metrics beside the page, so every verdict can be recomputed from the repository
+    assert "[at the study's setting](tiny/runs.csv) · [tuned](tiny/tuned-runs.csv)" in page
+    for file in ("runs.csv", "tuned-runs.csv"):
+        assert (dest / "tiny" / file).read_text().count("\n") == 4 + 1
     # every figure of both runs is copied beside the page and linked from it
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
     assert len(links) == 2 and any("tuned-" in link for link in links)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rnnlab.experiments.studies import EXPERIMENTS
 from rnnlab.experiments.verdicts import (
     NOT_REPRODUCED,
     REPRODUCED,
@@ -16,6 +20,7 @@ from rnnlab.experiments.verdicts import (
     judge_published,
     verdict_table,
 )
+from rnnlab.report import RUNS_CSV, SETTING, verdict_cell
 
 
 def _runs(**values) -> list[dict]:
@@ -100,3 +105,33 @@ def test_welch_interval_and_p_value_agree(a, b):
     assert low <= d <= high
     if abs(p - 0.05) > 1e-6:
         assert (p < 0.05) == (low > 0 or high < 0)
+
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def _published_runs(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k: v if k in ("key", "group", "label") or v == "" else float(v) for k, v in row.items()}
+                for row in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPERIMENTS if (PUBLISHED / n / RUNS_CSV[SETTING]).is_file()))
+def test_every_published_verdict_follows_from_the_runs_published_beside_it(name):
+    """A reader can recompute each verdict of docs/results/NAME.md, its interval and p, from the per-run
+    metrics beside it; and the page still says what today's verdict code and the study's claims give."""
+    exp, page = EXPERIMENTS[name], (PUBLISHED / f"{name}.md").read_text()
+    checked = 0
+    for label, file in RUNS_CSV.items():
+        if not (PUBLISHED / name / file).is_file():
+            continue
+        runs = _published_runs(PUBLISHED / name / file)
+        keys = {run["key"] for run in runs}     # tuned: the configurations the study tunes, and their claims
+        claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
+        published = {k: v for k, v in exp.published.items() if k[0] in keys}
+        for verdict in verdict_table(claims, published, exp.reasons, runs):
+            if verdict["verdict"] != "shown only":
+                assert f"{label}: **{verdict['verdict']}** ({verdict['evidence']})" in page, verdict["claim"]
+                assert verdict_cell(verdict) in page, verdict["claim"]
+                checked += 1
+    assert checked > 0

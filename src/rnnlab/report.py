@@ -373,9 +373,10 @@ def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: st
 # -- published results (docs/results/NAME.md) -----------------------------------------------------
 
 SETTING, TUNED = "at the study's setting", "tuned"
+RUNS_CSV = {SETTING: "runs.csv", TUNED: "tuned-runs.csv"}     # each run's metrics, beside the page
 
 
-def _verdict_cell(v: dict[str, Any]) -> str:
+def verdict_cell(v: dict[str, Any]) -> str:
     """One verdict in one table cell: the outcome first, then the numbers behind it."""
     text = f"**{v['verdict']}**: {v['evidence']}"
     if v["difference"] is not None:
@@ -432,7 +433,7 @@ def _side_by_side(variants: dict[str, dict[str, Any]], kind: str) -> list[list[s
                 found[(v["claim"], name)] = v
     rows = []
     for text in texts:
-        cells = [_verdict_cell(found[(text, n)]) if (text, n) in found else "–" for n in variants]
+        cells = [verdict_cell(found[(text, n)]) if (text, n) in found else "–" for n in variants]
         row = [text, *cells]
         if kind == "published":
             row.append(next((found[(text, n)]["reason"] for n in variants if (text, n) in found
@@ -457,10 +458,12 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     side: the verdicts first, then what was measured, with the date, seeds, time and version."""
     out_root, dest = Path(out_root), Path(dest)
     variants: dict[str, dict[str, Any]] = {}
+    folders: dict[str, Path] = {}
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
         if (folder / "results.json").is_file():
             variants[label] = json.loads((folder / "results.json").read_text())
             variants[label]["calls"] = read_calls(folder)
+            folders[label] = folder
     if not variants:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
     if any(results["quick"] for results in variants.values()):
@@ -478,6 +481,13 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         parts += ["**In short**", ""] + [f"- {line}" for line in in_short] + [""]
     parts += [f"Study: {first['study']}. {first['about']}", "",
               _md_table(["", *variants], _compute_rows(variants, search)), ""]
+    per_run = []
+    for label, folder in folders.items():   # what a reader needs to recompute every verdict below
+        target = figures_dir / RUNS_CSV[label]
+        shutil.copyfile(folder / "results.csv", target)
+        per_run.append(f"[{label}]({name}/{target.name})")
+    parts += [f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
+              f"{' · '.join(per_run)}.", ""]
     if claims or published:
         parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
     if claims:
