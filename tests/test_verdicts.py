@@ -135,3 +135,69 @@ def test_every_published_verdict_follows_from_the_runs_published_beside_it(name)
                 assert verdict_cell(verdict) in page, verdict["claim"]
                 checked += 1
     assert checked > 0
+
+
+def _published_rows(path: str) -> list[dict]:
+    with open(PUBLISHED / path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _two(x: float, signed: bool = False) -> str:
+    """Two decimals as the reasons write them: a true minus sign, an explicit plus where asked."""
+    return f"{x:{'+' if signed else ''}.2f}".replace("-", "−")
+
+
+BUDGET_CHANGES = {"3× the epochs": lambda r: r["epochs"] == "300",
+                  "e^-5": lambda r: r["lr"].startswith("0.00673"),
+                  "no weight noise": lambda r: r["weight_noise"] == "0.0"}
+# how NOTTINGHAM_GAP / MUSEDATA_GAP cite each change against the setting's runs: "interval" (significant: the
+# difference and its 95% interval), "difference" (named not significant, with its difference), "" (named not
+# significant without a number)
+BUDGET_CITED = {
+    ("nottingham", "3× the epochs"): {"rnn": "interval", "gru": "difference", "lstm": "difference"},
+    ("nottingham", "e^-5"): {"rnn": "interval", "gru": "difference", "lstm": "difference"},
+    ("nottingham", "no weight noise"): {"rnn": "interval", "gru": "", "lstm": ""},
+    ("musedata", "3× the epochs"): {"rnn": "interval", "gru": "difference", "lstm": "interval"},
+    ("musedata", "no weight noise"): {"rnn": "interval", "gru": "interval", "lstm": ""},
+}
+
+
+@pytest.mark.parametrize("dataset, change", list(BUDGET_CITED))
+def test_the_polyphonic_reasons_cite_what_the_published_budget_maps_measured(dataset, change):
+    """The measured reasons quote numbers from docs/results/polyphonic-*-budget against the setting's runs:
+    a map or the study published again with other results must fail here until the prose follows."""
+    from rnnlab.experiments.studies import MUSEDATA_GAP, NOTTINGHAM_GAP
+
+    text = {"nottingham": NOTTINGHAM_GAP, "musedata": MUSEDATA_GAP}[dataset]
+    setting = _published_rows("polyphonic/runs.csv")
+    trials = [r for r in _published_rows(f"polyphonic-{dataset}-budget/trials.csv") if BUDGET_CHANGES[change](r)]
+    for cell, cited in BUDGET_CITED[(dataset, change)].items():
+        changed = np.array([float(r["test_loss"]) for r in trials if r["cell"] == cell])
+        base = np.array([float(r["test_loss"]) for r in setting if r["key"].startswith(f"{dataset}-{cell}-")])
+        assert len(changed) == len(base) == 3
+        difference, low, high, p, _ = compare_samples(changed, base, count=False)
+        assert (p < 0.05) == (cited == "interval"), (cell, p)
+        if cited == "interval":
+            assert f"{_two(difference, signed=True)} [{_two(low)}, {_two(high)}]".lstrip("+") in text, cell
+        elif cited == "difference":
+            assert f"{cell.upper()} {_two(difference, signed=True)}" in text, cell
+
+
+def test_the_reasons_citing_the_data_maps_match_their_published_trials():
+    from rnnlab.experiments.studies import COMPARE
+    from rnnlab.experiments.sweeps import mean_std_interval
+
+    lstm = [r for r in _published_rows("embedded-reber-map-data/trials.csv") if r["cell"] == "lstm"]
+    solved = {lr: f"{sum(float(r['test_all_solved']) for r in lstm if r['lr'] == lr):.0f} of "
+                  f"{sum(r['lr'] == lr for r in lstm)}" for lr in ("0.01", "0.03", "0.1")}
+    cited = (f"solves {solved['0.03']} trials at lr 0.03 ({solved['0.01'].split(' of ')[0]} and {solved['0.1']} "
+             f"at 0.01 and 0.1; docs/results/embedded-reber-map-data)")
+    reasons = [*EXPERIMENTS["embedded-reber"].reasons.values(), *COMPARE.reasons.values()]
+    assert sum(cited in r for r in reasons) == 2, cited
+
+    sizes = _published_rows("mean-sign-map-data/trials.csv")
+    reason = EXPERIMENTS["mean-sign"].reasons[("rnn-64x2", "test_accuracy")]
+    for n_train in ("250", "500"):    # "our 95% interval holds its 93.2%"
+        interval = mean_std_interval([float(r["test_accuracy"]) for r in sizes if r["n_train"] == n_train])
+        assert interval["ci_low"] <= 0.932 <= interval["ci_high"]
+        assert f"[{interval['ci_low']:.3f}, {interval['ci_high']:.3f}]" in reason
