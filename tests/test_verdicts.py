@@ -201,3 +201,30 @@ def test_the_reasons_citing_the_data_maps_match_their_published_trials():
         interval = mean_std_interval([float(r["test_accuracy"]) for r in sizes if r["n_train"] == n_train])
         assert interval["ci_low"] <= 0.932 <= interval["ci_high"]
         assert f"[{interval['ci_low']:.3f}, {interval['ci_high']:.3f}]" in reason
+
+
+def _means(path: str, metric: str) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for row in _published_rows(path):
+        values.setdefault(row["key"], []).append(float(row[metric]))
+    return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def test_the_s4_reasons_cite_s4s_two_reports_and_the_published_runs():
+    from rnnlab.experiments.studies import AGREEMENT_GAP, S4_TWO_REPORTS
+
+    table, figure = EXPERIMENTS["agreement"].published, EXPERIMENTS["bptt-depth"].published
+    loss, accuracy = _means("agreement/runs.csv", "test_loss"), _means("agreement/runs.csv", "test_accuracy")
+    for cell in ("rnn", "gru"):
+        name = cell.upper()
+        for published, key in ((table, f"{cell}-50"), (figure, f"{cell}-k20")):
+            assert f"{name} {published[(key, 'test_loss')]} / {published[(key, 'test_accuracy')]}" in S4_TWO_REPORTS
+        assert f"{name} {loss[f'{cell}-50']:.3f} / {accuracy[f'{cell}-50']:.3f}" in S4_TWO_REPORTS
+        ours, reports = loss[f"{cell}-50"], (table[(f"{cell}-50", "test_loss")], figure[(f"{cell}-k20", "test_loss")])
+        assert min(reports) < ours < max(reports)     # "lie between the two"
+        depths = [v for k, v in _means("bptt-depth/runs.csv", "test_loss").items() if k.startswith(f"{cell}-k")]
+        assert len(depths) == 6 and f"{name} {min(depths):.3f}-{max(depths):.3f}" in S4_TWO_REPORTS
+    dev = _means("agreement/runs.csv", "dev_accuracy")
+    gaps = [100 * (accuracy[k] - dev[k]) for k in dev]
+    assert f"accuracy is {min(gaps):.1f}-{max(gaps):.1f} points under our test accuracy" in AGREEMENT_GAP
+    assert all(dev[k] > table[(k, "test_accuracy")] for k in dev)    # "still above S4's table for every cell"

@@ -373,11 +373,27 @@ def _agreement_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
+# measured from S4's two reports and our runs of agreement and bptt-depth (3 seeds each, at S4's setting)
+S4_TWO_REPORTS = (
+    "S4's own two reports of hidden 50 at this setting (lr 0.5, batches of 100, 10 epochs, 10,000 sentences) "
+    "disagree: its agreement table gives test loss / accuracy RNN 0.5975 / 0.687 and GRU 0.5233 / 0.751, its BPTT "
+    "figure (20 back steps) RNN 0.467 / 0.78 and GRU 0.415 / 0.82. Ours at that setting, RNN 0.542 / 0.737 and GRU "
+    "0.467 / 0.784, lie between the two, and the back steps do not move them (test loss over 1-20 back steps: RNN "
+    "0.542-0.544, GRU 0.461-0.478; docs/results/bptt-depth.md)")
+AGREEMENT_GAP = (
+    f"{S4_TWO_REPORTS}. Not the amount of data: ours train on 3,000 sentences, not S4's 10,000 (wiki-train.txt is "
+    "not public), and score better, not worse; nor our test split: on S4's own dev file (the dev columns) our "
+    "accuracy is 1.0-2.0 points under our test accuracy, still above S4's table for every cell. Tuned, each cell's "
+    "learning rate is picked on dev (S4 used one), and ours improve further")
+BPTT_GAP = (f"{S4_TWO_REPORTS}; the figure's numbers are read off a plot. Tuned (each cell's rate picked on dev), "
+            "ours reach the figure's")
+
 AGREEMENT = Experiment(
     name="agreement", title="S4: number prediction, vanilla RNN vs GRU", study="S4 (NLU+ coursework)",
     about="Tokens before the verb → VBZ or VBP; one-hot inputs over 2,000 words, no biases, randn·√0.1 weights, SGD "
     "lr 0.5 with batches of 100, 10 epochs; loss and accuracy on the last step; Cho-form GRU. " + NLU_NOTE,
-    specs=_agreement_specs, metric_names=["test_loss", "test_accuracy", "seconds_per_epoch"], search=SGD_LR_SEARCH,
+    specs=_agreement_specs, search=SGD_LR_SEARCH,
+    metric_names=["test_loss", "test_accuracy", "dev_loss", "dev_accuracy", "seconds_per_epoch"],
     published={**{(f"rnn-{h}", "test_loss"): v for h, v in ((10, 0.6161), (25, 0.6097), (50, 0.5975))},
                **{(f"gru-{h}", "test_loss"): v for h, v in ((10, 0.5917), (25, 0.5467), (50, 0.5233))},
                **{(f"rnn-{h}", "test_accuracy"): v for h, v in ((10, 0.659), (25, 0.688), (50, 0.687))},
@@ -386,8 +402,7 @@ AGREEMENT = Experiment(
                **{(f"gru-{h}", "seconds_per_epoch"): v for h, v in ((10, 1.60), (25, 3.63), (50, 4.00))}},
     claims=[Claim(f"S4: at hidden {h} the GRU predicts the verb's number more accurately than the vanilla RNN",
                   f"gru-{h}", f"rnn-{h}", "test_accuracy", source="S4") for h in (10, 25, 50)],
-    reasons={**{(f"{c}-{h}", m): "S4 trained on 10,000 sentences; wiki-train.txt is not public, ours trains on "
-                "3,000. Tuned, each cell's learning rate is picked on dev (S4 used one), and ours improve further"
+    reasons={**{(f"{c}-{h}", m): AGREEMENT_GAP
                 for c in ("rnn", "gru") for h in (10, 25, 50) for m in ("test_loss", "test_accuracy")},
              **{(f"{c}-{h}", "seconds_per_epoch"): "another machine, another implementation and 3,000 sentences "
                 "instead of 10,000" for c in ("rnn", "gru") for h in (10, 25, 50)}},
@@ -419,8 +434,7 @@ BPTT_DEPTH = Experiment(
                ("gru-k20", "test_loss"): 0.415, ("gru-k20", "test_accuracy"): 0.82},
     claims=[Claim("S4: trained with 20 steps of BPTT, the GRU predicts the verb's number with a lower loss than the "
                   "vanilla RNN", "gru-k20", "rnn-k20", "test_loss", higher_is_better=False, source="S4")],
-    reasons={(k, m): "S4 trained on 10,000 sentences (ours: 3,000) and read its numbers off a figure"
-             for k in ("rnn-k20", "gru-k20") for m in ("test_loss", "test_accuracy")},
+    reasons={(k, m): BPTT_GAP for k in ("rnn-k20", "gru-k20") for m in ("test_loss", "test_accuracy")},
     analyses=[GradientFlow({c: f"{c}-k{LOOK_BACKS[-1]}" for c in ("rnn", "gru")}, examples=100),
               MetricAgainstSetting("back_steps", ("test_loss", "test_accuracy"), "back steps")],
     notes=[NLU_NOTE],
