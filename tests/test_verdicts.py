@@ -228,3 +228,14 @@ def test_the_s4_reasons_cite_s4s_two_reports_and_the_published_runs():
     gaps = [100 * (accuracy[k] - dev[k]) for k in dev]
     assert f"accuracy is {min(gaps):.1f}-{max(gaps):.1f} points under our test accuracy" in AGREEMENT_GAP
     assert all(dev[k] > table[(k, "test_accuracy")] for k in dev)    # "still above S4's table for every cell"
+
+
+def test_the_nlu_test_gap_cites_the_tuned_runs():
+    from rnnlab.experiments.studies import NLU_TEST_GAP
+
+    published = EXPERIMENTS["nlu-lm"].published
+    dev, test = (_means("nlu-lm/tuned-runs.csv", m)["tuned"] for m in ("dev_loss", "test_loss"))
+    s4_dev, s4_test = published[("tuned", "dev_loss")], published[("tuned", "test_loss")]
+    assert f"{dev:.3f} vs {s4_dev}" in NLU_TEST_GAP and abs(dev - s4_dev) < 0.05
+    assert f"test loss lies {test - dev:.3f} above it ({test:.3f}," in NLU_TEST_GAP
+    assert f"lies {s4_dev - s4_test:.2f} below its dev loss" in NLU_TEST_GAP

@@ -345,6 +345,13 @@ def _nlu_lm_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
+# measured on the tuned runs (3 seeds): dev and test loss of the same parameters
+NLU_TEST_GAP = (
+    "the test sentences, not the model: on S4's own dev file our dev loss reproduces S4's (4.542 vs 4.5305, tuned) "
+    "and our test loss lies 0.014 above it (4.557, on the first 1,000 sentences of wiki-test.txt), while S4's test "
+    "loss lies 0.50 below its dev loss. S4 tested on wiki-test.txt's 4,000 sentences, the last 3,000 of which ours "
+    "trains on (wiki-train.txt is not public), so S4's test cannot be rerun here")
+
 NLU_LM = Experiment(
     name="nlu-lm", title="S4: RNN language model grid (hidden × learning rate × back steps)",
     study="S4 (NLU+ coursework)",
@@ -360,7 +367,7 @@ NLU_LM = Experiment(
                   "h25-lr0.5-k0", "dev_loss", higher_is_better=False, source="S4")],
     reasons={("h50-lr0.5-k0", "dev_loss"): "different training sentences (wiki-test.txt, as wiki-train.txt is not "
              "public)", ("tuned", "dev_loss"): "different training sentences (S4's tuned run used more of "
-             "wiki-train.txt)", ("tuned", "test_loss"): "different training and test sentences"},
+             "wiki-train.txt)", ("tuned", "test_loss"): NLU_TEST_GAP},
 )
 
 
