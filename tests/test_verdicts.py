@@ -239,3 +239,19 @@ def test_the_nlu_test_gap_cites_the_tuned_runs():
     assert f"{dev:.3f} vs {s4_dev}" in NLU_TEST_GAP and abs(dev - s4_dev) < 0.05
     assert f"test loss lies {test - dev:.3f} above it ({test:.3f}," in NLU_TEST_GAP
     assert f"lies {s4_dev - s4_test:.2f} below its dev loss" in NLU_TEST_GAP
+
+
+def test_the_mean_sign_reasons_cite_the_data_map():
+    from rnnlab.experiments.studies import MEAN_SIGN_TRAIN_GAP
+    from rnnlab.experiments.sweeps import mean_std_interval
+
+    trials = _published_rows("mean-sign-map-data/trials.csv")
+    sizes = sorted({int(r["n_train"]) for r in trials})
+    train_loss = [np.mean([float(r["train_loss"]) for r in trials if r["n_train"] == str(n)]) for n in sizes]
+    assert (sizes[0], sizes[-1]) == (250, 4000)
+    assert f"train losses of {min(train_loss):.3f}-{max(train_loss):.3f}" in MEAN_SIGN_TRAIN_GAP
+    assert max(train_loss) < EXPERIMENTS["mean-sign"].published[("rnn-64x2", "train_loss")]
+    interval = mean_std_interval([float(r["test_loss"]) for r in trials if r["n_train"] == "250"])
+    assert interval["ci_low"] <= EXPERIMENTS["mean-sign"].published[("rnn-64x2", "test_loss")] <= interval["ci_high"]
+    assert f"[{interval['ci_low']:.3f}, {interval['ci_high']:.3f}]" in \
+        EXPERIMENTS["mean-sign"].reasons[("rnn-64x2", "test_loss")]
