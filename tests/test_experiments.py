@@ -260,11 +260,12 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert all((dest / link).stat().st_size > 1000 for link in links)
     with pytest.raises(SystemExit):
         main(["reproduce", "tiny", "--quick", *common])
-    # a later call that trains nothing re-reads the runs; the page still dates them by their training
+    # a later call that trains nothing re-reads the runs; the page still names and dates the call that trained
     monkeypatch.setattr("rnnlab.experiments.runner.time.strftime", lambda *args: "2099-01-01")
-    assert main(["reproduce", "tiny", *common]) == 0
+    assert main(["reproduce", "tiny", "--seeds", "2", "--out", str(out), "--publish", str(dest)]) == 0
     page = (dest / "tiny.md").read_text()
     assert "2099-01-01" not in page and re.search(r"\| measured \| 20\d\d-\d\d-\d\d, rnnlab", page)
+    assert f"| `rnnlab reproduce tiny --seeds 2 --workers 1 --out {out}" in page
 
 
 @pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if e.search])

@@ -255,3 +255,19 @@ def test_the_mean_sign_reasons_cite_the_data_map():
     assert interval["ci_low"] <= EXPERIMENTS["mean-sign"].published[("rnn-64x2", "test_loss")] <= interval["ci_high"]
     assert f"[{interval['ci_low']:.3f}, {interval['ci_high']:.3f}]" in \
         EXPERIMENTS["mean-sign"].reasons[("rnn-64x2", "test_loss")]
+
+
+def test_the_sentiment_reason_cites_s1_and_the_published_runs():
+    import re
+
+    from rnnlab.experiments.studies import SENTIMENT_GAP
+
+    exp, page = EXPERIMENTS["sentiment"], (PUBLISHED / "sentiment.md").read_text()
+    ours = _means("sentiment/runs.csv", "test_accuracy")
+    s1_gru, s1_rnn = exp.published[("sst5-gru", "test_accuracy")], exp.published[("sst5-rnn", "test_accuracy")]
+    majority = float(re.search(r"sst2: majority-class test accuracy ([\d.]+)%", page).group(1))
+    assert f"its GRU's {100 * s1_gru:.1f}%" in SENTIMENT_GAP and f"our SST-2 GRU ({100 * ours['sst2-gru']:.1f}%)" \
+        in SENTIMENT_GAP
+    assert f"its RNN's {100 * s1_rnn:.1f}% below SST-2's majority baseline ({majority:.1f}%)" in SENTIMENT_GAP
+    assert f"our SST-5 RNN ({100 * ours['sst5-rnn']:.1f}%)" in SENTIMENT_GAP and 100 * s1_rnn < majority
+    assert exp.published[("sst5-lstm", "test_accuracy")].endswith("0.464") and "46.4% with GloVe" in SENTIMENT_GAP

@@ -406,16 +406,17 @@ def _wall_time(calls: list[dict[str, Any]]) -> str:
             f"{'s' if len(training) != 1 else ''}, {runs} runs)")
 
 
-def _trained_on(results: dict[str, Any]) -> str:
-    """The date of the last call that trained (a later call may only have re-read the stored runs)."""
-    trained = [c["date"] for c in results.get("calls", []) if c.get("trained_now")]
-    return max(trained) if trained else results.get("date", "–")
+def _last_training_call(results: dict[str, Any]) -> dict[str, Any]:
+    """The last call that trained (a later call may only have re-read the stored runs), else the results'."""
+    trained = [c for c in results.get("calls", []) if c.get("trained_now")]
+    return trained[-1] if trained else results
 
 
 def _compute_rows(variants: dict[str, dict[str, Any]], search: tuple[float, int] | None) -> list[list[str]]:
     order = list(variants)
-    rows = [["command", *[f"`{variants[k].get('command') or '–'}`" for k in order]],
-            ["measured", *[f"{_trained_on(variants[k])}, rnnlab {variants[k].get('version', '?')}, "
+    calls = {k: _last_training_call(variants[k]) for k in order}
+    rows = [["command that trained", *[f"`{calls[k].get('command') or '–'}`" for k in order]],
+            ["measured", *[f"{calls[k].get('date', '–')}, rnnlab {variants[k].get('version', '?')}, "
                            f"{variants[k].get('cores', '?')} cores" for k in order]],
             ["seeds per configuration", *[str(variants[k]["seeds"]) for k in order]],
             ["runs", *[str(len(variants[k]["runs"])) for k in order]],
