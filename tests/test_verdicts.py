@@ -271,3 +271,30 @@ def test_the_sentiment_reason_cites_s1_and_the_published_runs():
     assert f"its RNN's {100 * s1_rnn:.1f}% below SST-2's majority baseline ({majority:.1f}%)" in SENTIMENT_GAP
     assert f"our SST-5 RNN ({100 * ours['sst5-rnn']:.1f}%)" in SENTIMENT_GAP and 100 * s1_rnn < majority
     assert exp.published[("sst5-lstm", "test_accuracy")].endswith("0.464") and "46.4% with GloVe" in SENTIMENT_GAP
+
+
+def test_the_polyphonic_reasons_cite_the_pages_loss_averaging():
+    """MuseData's and Piano's reasons quote the LossAveraging note of the study's own page (at its setting)."""
+    import re
+
+    from rnnlab.experiments.studies import MUSEDATA_GAP, NOTTINGHAM_GAP, PIANO_GAP, PUBLISHED_NLL
+
+    note = next(line for line in (PUBLISHED / "polyphonic.md").read_text().splitlines()
+                if line.startswith("- Test loss averaged over all steps → per sequence first"))
+    pairs = {key: (float(a), float(b)) for key, a, b in
+             re.findall(r"(\w+-\w+-\d+) ([\d.]+) ± [\d.]+ → ([\d.]+) ± [\d.]+", note)}
+    assert len(pairs) == 12
+
+    def of(dataset: str) -> list[tuple[float, float]]:
+        return [pairs[k] for cell in ("rnn", "gru", "lstm") for k in pairs if k.startswith(f"{dataset}-{cell}-")]
+
+    muse = of("musedata")
+    drops = [a - b for a, b in muse]
+    left = [b - published for (_, b), published in zip(muse, PUBLISHED_NLL["musedata"], strict=True)]
+    assert f"drop {min(drops):.2f}-{max(drops):.2f} nats, to {' / '.join(f'{b:.2f}' for _, b in muse)}" in MUSEDATA_GAP
+    assert f"leaving {min(left):.2f}-{max(left):.2f} nats" in MUSEDATA_GAP
+    piano = of("piano")
+    assert f"to {' / '.join(f'{b:.2f}' for _, b in piano)}" in PIANO_GAP
+    assert all(0.25 < b - a < 0.35 for a, b in piano)                                  # "rise ~0.3 nats"
+    rises = [b - a for a, b in of("nottingham")]
+    assert 0.01 <= min(rises) and max(rises) <= 0.05 and "ours rise 0.01-0.05" in NOTTINGHAM_GAP
