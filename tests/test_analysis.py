@@ -221,3 +221,20 @@ def test_bptt_depth_reaches_full_bptt_and_stops_at_the_sequence_length(cell):
     assert r["k"][-1] == batch.x.shape[0] - 2
     assert r["increment"].min() > 1e-12              # no step that adds nothing drawn as 1e-28
     assert r["norm"][-1] == pytest.approx(r["full"], rel=1e-12)
+
+
+def test_the_discrepancy_note_states_s2s_finding_in_numbers():
+    """D along l, what is left of D(1,k) after 10 steps, and at how many l the gated cell is above the vanilla
+    network by more than 1.96 standard errors; a table built so each answer is known."""
+    from rnnlab.analysis.steps import _discrepancy_along_l
+
+    k, max_l = 3, 12
+    table = {}
+    for l in range(1, max_l + 1):
+        table[("rnn", l, k)] = {"D": 0.5 ** l, "se": 0.01}
+        # equal to the vanilla's at l = 1 and 2, clearly above from l = 3 on
+        table[("gru", l, k)] = {"D": 0.5 ** l + (0.0 if l <= 2 else 0.2), "se": 0.01}
+    note = _discrepancy_along_l(table, ("rnn", "gru"), k, max_l, draws=100)
+    assert "for l = 1, 2, 5, 10:" in note and "vanilla 0.5, 0.25, 0.031, 0.00098" in note
+    assert f"vanilla {100 * 0.5 ** 9:.2g}%" in note and f"GRU {100 * (0.5 ** 10 + 0.2) / 0.5:.2g}%" in note
+    assert "GRU at 10 of 12 lengths l" in note

@@ -438,3 +438,35 @@ def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel
         assert float(row["streams"]) != pytest.approx(float(row["one_stream"]), rel=1e-6)
         assert row["best_is_last"] == str(run["best_epoch"] == 2)
     assert any("as one stream" in n and "of 2 runs" in n for n in results["notes"])
+
+
+def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_claims(tmp_path):
+    """GradientDistribution measures each run's median gradient coefficient (every seed, not only the figure's
+    seed 0); the runs, the summary table, results.csv and the claims about it all see it."""
+    import dataclasses
+
+    from rnnlab.analysis.gradients import gradient_distribution
+    from rnnlab.analysis.steps import GradientDistribution
+    from rnnlab.experiments.runner import Context, RunSpec
+    from rnnlab.experiments.verdicts import Claim
+
+    def specs(quick: bool) -> list[RunSpec]:
+        return [RunSpec(cell, "reber", {"cell": cell, "hidden": 4, "epochs": 1, "batch_size": 8},
+                        {"n_train": 12, "n_test": 8}) for cell in ("rnn", "gru")]
+
+    claim = Claim("the vanilla RNN's gradients are the larger", "rnn", "gru", "gradient_median", source="a test")
+    exp = dataclasses.replace(_tiny_study(), name="grads", specs=specs, claims=[claim], published={}, reasons={},
+                              metric_names=["test_loss", "gradient_median"], search="",
+                              analyses=[GradientDistribution({"rnn": "rnn", "gru": "gru"}, examples=6)])
+    results = run_experiment(exp, tmp_path, seeds=3, workers=1, progress=False)
+    ctx = Context(tmp_path / "grads", exp.specs(False), results["runs"], quick=False)
+    for run in results["runs"]:
+        task, model = ctx.load(run["key"], run["seed"])
+        expected = gradient_distribution(model, task.splits["train"], 6)["summary"]["q50"]
+        assert run["gradient_median"] == pytest.approx(expected, rel=1e-12)
+    assert len({run["gradient_median"] for run in results["runs"]}) == 6
+    assert all(row["gradient_median_n"] == 3 for row in results["summary"])
+    (verdict,) = results["verdicts"]
+    assert verdict["claim"] == claim.text and "(3 seeds)" in verdict["evidence"] and verdict["p_value"] is not None
+    with open(tmp_path / "grads" / "results.csv") as f:
+        assert all(float(row["gradient_median"]) > 0 for row in csv.DictReader(f))

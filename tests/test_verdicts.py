@@ -299,3 +299,15 @@ def test_the_polyphonic_reasons_cite_the_pages_loss_averaging():
     assert all(0.25 < b - a < 0.35 for a, b in piano)                                  # "rise ~0.3 nats"
     rises = [b - a for a, b in of("nottingham")]
     assert 0.01 <= min(rises) and max(rises) <= 0.05 and "ours rise 0.01-0.05" in NOTTINGHAM_GAP
+
+
+def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
+    """Metric labels, claims and reasons become cells of the published tables: a '|' would split the row."""
+    from rnnlab.experiments.studies import COMPARE
+    from rnnlab.report import METRIC_NAMES
+
+    texts = list(METRIC_NAMES.values())
+    for exp in (*EXPERIMENTS.values(), COMPARE):
+        texts += [c.text for c in exp.claims] + list(exp.reasons.values())
+        texts += [v for v in exp.published.values() if isinstance(v, str)]
+    assert texts and not [t for t in texts if "|" in t]

@@ -25,6 +25,7 @@ METRIC_NAMES = {
     "train_solved": "train solved", "test_solved": "test solved", "test_final_step_accuracy": "test final T/P right",
     "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
     "test_all_solved": "trials solving all test strings",
+    "gradient_median": "median abs. gradient per string",
 }
 
 

@@ -10,6 +10,7 @@ spec keys they come from; ``quick`` runs shrink the sizes the full steps use.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
+from rnnlab.analysis.gradients import gradient_distribution
 from rnnlab.analysis.run import (
     write_csv,
     write_discrepancy,
@@ -40,17 +42,23 @@ class Figure:
 
 @dataclass
 class Findings:
+    """What a step found: figures, notes, and metrics it measured on each trained run, keyed by (spec key,
+    seed), which join the run's own metrics (so tables and claims can use them)."""
+
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    run_metrics: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
 
 
 def run_steps(steps: list, ctx: Any) -> Findings:
-    """Every step in order, their figures and notes together."""
+    """Every step in order, their figures, notes and run metrics together."""
     found = Findings()
     for step in steps:
         result = step(ctx)
         found.figures += result.figures
         found.notes += result.notes
+        for run, metrics in result.run_metrics.items():
+            found.run_metrics.setdefault(run, {}).update(metrics)
     return found
 
 
@@ -162,7 +170,8 @@ class ReberReadout:
 
 @dataclass(frozen=True)
 class GradientDistribution:
-    """Per-example full-BPTT gradient coefficients of every parameter, pooled (S2's figure 9)."""
+    """Per-example full-BPTT gradient coefficients of every parameter, pooled (S2's figure 9): the figure
+    for seed 0, and each run's median coefficient as its metric ``gradient_median`` (every seed)."""
 
     models: dict[str, str]
     examples: int = 256
@@ -175,12 +184,15 @@ class GradientDistribution:
         s = write_gradient_distribution(models, task.splits["train"], out, examples)["summary"]
         medians = ", ".join(f"{n} {v['q50']:.2e}" for n, v in s.items())
         small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
+        run_metrics = {(spec.key, run["seed"]): {"gradient_median": gradient_distribution(
+                           model, task.splits["train"], examples)["summary"]["q50"]}
+                       for spec, run, task, model in trained_runs(ctx, tuple(self.models.values()))}
         return Findings(
             [Figure("Per-example gradient coefficients (S2 figure 9)", out / "gradient_distribution.png",
-                    f"Absolute full-BPTT gradients of every parameter, per training string ({examples}), pooled. "
-                    "What to see: S2's point, that the two distributions look alike, so the size of the gradients "
-                    "alone does not explain why the vanilla network fails.")],
-            [f"Gradient coefficients: median {medians}; below 1e-6: {small}."])
+                    f"Absolute full-BPTT gradients of every parameter, per training string ({examples}), pooled "
+                    "(seed 0). What to see: S2's point, that the two distributions look alike, so the size of the "
+                    "gradients alone does not explain why the vanilla network fails.")],
+            [f"Gradient coefficients (seed 0): median {medians}; below 1e-6: {small}."], run_metrics)
 
 
 @dataclass(frozen=True)
@@ -208,7 +220,29 @@ class Discrepancy:
                     "draws, no biases: how much of the first symbol survives l steps. What to see: the vanilla "
                     "network's colour fades to grey (below float64 precision: the first symbol is gone) within a "
                     "few steps, the gated cells stay coloured.")],
-            [f"D({l},{k}) with N(0,1) draws: {shown}."])
+            [f"D({l},{k}) with N(0,1) draws: {shown}.", _discrepancy_along_l(table, self.cells, k, max_l, draws)])
+
+
+def _discrepancy_along_l(table: dict, cells: tuple[str, ...], k: int, max_l: int, draws: int) -> str:
+    """S2's finding in numbers: D(l, k) along l per cell, how much of D(1, k) is left after 10 steps, and at
+    how many l each gated cell's D is above the vanilla network's by more than 1.96 standard errors."""
+    ls = [l for l in (1, 2, 5, 10, 20, 50) if l <= max_l]
+    along = "; ".join(f"{CELL_NAMES.get(c, c)} " + ", ".join(f"{table[(c, l, k)]['D']:.2g}" for l in ls)
+                      for c in cells)
+    last = min(10, max_l)
+    kept = ", ".join(f"{CELL_NAMES.get(c, c)} {100 * table[(c, last, k)]['D'] / table[(c, 1, k)]['D']:.2g}%"
+                     for c in cells)
+    vanilla = cells[0]
+
+    def clearly_above(cell: str, l: int) -> bool:
+        a, b = table[(cell, l, k)], table[(vanilla, l, k)]
+        return a["D"] - b["D"] > 1.96 * math.hypot(a["se"], b["se"])
+
+    above = ", ".join(f"{CELL_NAMES.get(c, c)} at {sum(clearly_above(c, l) for l in range(1, max_l + 1))} of {max_l}"
+                      for c in cells[1:])
+    return (f"D(l,{k}) over {draws} N(0,1) draws for l = {', '.join(map(str, ls))}: {along}. Left of D(1,{k}) after "
+            f"{last} steps: {kept}. Above the vanilla network's D by more than 1.96 standard errors: {above} "
+            "lengths l.")
 
 
 def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

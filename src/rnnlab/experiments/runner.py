@@ -290,6 +290,8 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
                          "settings": complete_settings(result["run"]["settings"]), "history": history})
     context.runs = runs
     found = run_steps(exp.analyses, context)
+    for run in runs:
+        run.update(found.run_metrics.get((run["key"], run["seed"]), {}))
     same = [f"{r['key']} seed {r['seed']}" for r in runs if _settings_key(r["settings"]) in reusable]
     if same:
         found.notes.append(f"{len(same)} of {len(runs)} runs have exactly the settings and seed of runs in "
