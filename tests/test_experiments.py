@@ -445,8 +445,8 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
     seed 0); the runs, the summary table, results.csv and the claims about it all see it."""
     import dataclasses
 
-    from rnnlab.analysis.gradients import gradient_distribution
-    from rnnlab.analysis.steps import GradientDistribution
+    from rnnlab.analysis.gradients import bptt_depth, gradient_distribution
+    from rnnlab.analysis.steps import GradientDistribution, GradientFlow, first_batch
     from rnnlab.experiments.runner import Context, RunSpec
     from rnnlab.experiments.verdicts import Claim
 
@@ -457,13 +457,19 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
     claim = Claim("the vanilla RNN's gradients are the larger", "rnn", "gru", "gradient_median", source="a test")
     exp = dataclasses.replace(_tiny_study(), name="grads", specs=specs, claims=[claim], published={}, reasons={},
                               metric_names=["test_loss", "gradient_median"], search="",
-                              analyses=[GradientDistribution({"rnn": "rnn", "gru": "gru"}, examples=6)])
+                              analyses=[GradientDistribution({"rnn": "rnn", "gru": "gru"}, examples=6),
+                                        GradientFlow({"gru": "gru"}, examples=4)])
     results = run_experiment(exp, tmp_path, seeds=3, workers=1, progress=False)
     ctx = Context(tmp_path / "grads", exp.specs(False), results["runs"], quick=False)
     for run in results["runs"]:
         task, model = ctx.load(run["key"], run["seed"])
         expected = gradient_distribution(model, task.splits["train"], 6)["summary"]["q50"]
         assert run["gradient_median"] == pytest.approx(expected, rel=1e-12)
+        if run["key"] == "gru":     # GradientFlow's metric, only for the models it was given
+            depth = bptt_depth(model, first_batch(task.splits["test"], 4), 10)
+            assert run["step10_gradient_share"] == pytest.approx(depth["increment"][-1] / depth["full"], rel=1e-12)
+        else:
+            assert "step10_gradient_share" not in run
     assert len({run["gradient_median"] for run in results["runs"]}) == 6
     assert all(row["gradient_median_n"] == 3 for row in results["summary"])
     (verdict,) = results["verdicts"]

@@ -26,6 +26,7 @@ METRIC_NAMES = {
     "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
     "test_all_solved": "trials solving all test strings",
     "gradient_median": "median abs. gradient per string",
+    "step10_gradient_share": "10th step back / full gradient",
 }
 
 

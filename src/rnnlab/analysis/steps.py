@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
-from rnnlab.analysis.gradients import gradient_distribution
+from rnnlab.analysis.gradients import bptt_depth, gradient_distribution
 from rnnlab.analysis.run import (
     write_csv,
     write_discrepancy,
@@ -85,7 +85,9 @@ def first_batch(data, examples: int):
 @dataclass(frozen=True)
 class GradientFlow:
     """‖∂L/∂h_t‖ per step of the top layer along test sequences, and ‖∂L/∂W_h‖ against BPTT depth
-    (S4's figure 1, S5's vanishing gradient), for trained models named → spec key."""
+    (S4's figure 1, S5's vanishing gradient), for trained models named → spec key: the figures for seed 0,
+    and for every run the metric ``step10_gradient_share``, what the 10th step back adds to ‖∂L/∂W_h‖ as
+    a fraction of the full-BPTT norm."""
 
     models: dict[str, str]
     examples: int = 64
@@ -103,6 +105,10 @@ class GradientFlow:
             inc = depth["increment"]
             notes.append(f"{name}: the 5th step back adds {inc[min(4, len(inc) - 1)]:.2e} to ‖∂L/∂W_h‖, the 10th "
                          f"{inc[min(9, len(inc) - 1)]:.2e}.")
+        run_metrics = {}
+        for spec, run, task, model in trained_runs(ctx, tuple(self.models.values())):
+            depth = bptt_depth(model, first_batch(task.splits["test"], self.examples), 10)
+            run_metrics[(spec.key, run["seed"])] = {"step10_gradient_share": depth["increment"][-1] / depth["full"]}
         return Findings([
             Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
                    f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences. What to "
@@ -112,7 +118,7 @@ class GradientFlow:
                    "‖∂L/∂W_h‖ when backpropagating k steps (left), and what the k-th step back adds (right, log "
                    "axis, up to the sequence's length). What to see: a curve that flattens early means distant "
                    "steps no longer change the recurrent weights' gradient."),
-        ], notes)
+        ], notes, run_metrics)
 
 
 @dataclass(frozen=True)
