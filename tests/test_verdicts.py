@@ -311,3 +311,16 @@ def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
         texts += [c.text for c in exp.claims] + list(exp.reasons.values())
         texts += [v for v in exp.published.values() if isinstance(v, str)]
     assert texts and not [t for t in texts if "|" in t]
+
+
+def test_a_range_open_at_one_end_is_at_most_or_at_least():
+    """S5's "orders of magnitude smaller" as log10 ≤ −2: our interval must reach into the open range."""
+    deep = _runs(a=[-3.1, -2.9, -3.3, -2.8])
+    shallow = _runs(a=[-1.1, -0.9, -1.0, -1.2])
+    at_most = judge_published("a", "m", (None, -2.0), deep)
+    assert at_most.verdict == REPRODUCED and at_most.claim == "a m ≤ -2 (published)"
+    assert judge_published("a", "m", (None, -2.0), shallow).verdict == NOT_REPRODUCED
+    assert judge_published("a", "m", (-2.0, None), shallow).verdict == REPRODUCED
+    at_least = judge_published("a", "m", (-2.0, None), deep)
+    assert at_least.verdict == NOT_REPRODUCED and at_least.claim == "a m ≥ -2 (published)"
+    assert at_least.difference == pytest.approx(np.mean([-3.1, -2.9, -3.3, -2.8]) + 2.0)

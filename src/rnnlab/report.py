@@ -27,6 +27,7 @@ METRIC_NAMES = {
     "test_all_solved": "trials solving all test strings",
     "gradient_median": "median abs. gradient per string",
     "step10_gradient_share": "10th step back / full gradient",
+    "first_step_gradient_log10": "log10 gradient, first / last step",
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
-from rnnlab.analysis.gradients import bptt_depth, gradient_distribution
+from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
 from rnnlab.analysis.run import (
     write_csv,
     write_discrepancy,
@@ -86,8 +86,9 @@ def first_batch(data, examples: int):
 class GradientFlow:
     """‖∂L/∂h_t‖ per step of the top layer along test sequences, and ‖∂L/∂W_h‖ against BPTT depth
     (S4's figure 1, S5's vanishing gradient), for trained models named → spec key: the figures for seed 0,
-    and for every run the metric ``step10_gradient_share``, what the 10th step back adds to ‖∂L/∂W_h‖ as
-    a fraction of the full-BPTT norm."""
+    and for every run the metrics ``step10_gradient_share``, what the 10th step back adds to ‖∂L/∂W_h‖ as
+    a fraction of the full-BPTT norm, and ``first_step_gradient_log10``, log10 of the first step's
+    ‖∂L/∂h_t‖ (top layer) over the last step's."""
 
     models: dict[str, str]
     examples: int = 64
@@ -107,8 +108,11 @@ class GradientFlow:
                          f"{inc[min(9, len(inc) - 1)]:.2e}.")
         run_metrics = {}
         for spec, run, task, model in trained_runs(ctx, tuple(self.models.values())):
-            depth = bptt_depth(model, first_batch(task.splits["test"], self.examples), 10)
-            run_metrics[(spec.key, run["seed"])] = {"step10_gradient_share": depth["increment"][-1] / depth["full"]}
+            batch = first_batch(task.splits["test"], self.examples)
+            depth = bptt_depth(model, batch, 10)
+            run_metrics[(spec.key, run["seed"])] = {
+                "step10_gradient_share": depth["increment"][-1] / depth["full"],
+                "first_step_gradient_log10": math.log10(gradient_flow(model, batch)["relative"][-1][0])}
         return Findings([
             Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
                    f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences. What to "

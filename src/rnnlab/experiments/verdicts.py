@@ -3,8 +3,8 @@
 A study declares, as data beside its specs,
 
 - ``Claim``s: "configuration ``better`` beats ``worse`` on ``metric``" (lower or higher is better);
-- published numbers, ``(spec key, metric) → value`` (a number, a ``(low, high)`` range, or text
-  that is only shown).
+- published numbers, ``(spec key, metric) → value`` (a number, a ``(low, high)`` range, open at one
+  end when that end is None, or text that is only shown).
 
 ``judge_claim`` and ``judge_published`` turn the runs (one value per seed) into a ``Verdict``: the
 difference with a 95% confidence interval, the test, its p-value and one word of outcome:
@@ -135,14 +135,18 @@ def judge_claim(claim: Claim, runs: list[dict]) -> Verdict:
 def judge_published(key: str, metric: str, published: Any, runs: list[dict], reason: str = "") -> Verdict:
     """Our seeds against one published number (or range): is it inside our 95% interval?"""
     values = values_of(runs, key, metric)
-    claim = f"{key} {metric.replace('_', ' ')} = {_shown(published)} (published)"
+    shown = _shown(published)
+    claim = f"{key} {metric.replace('_', ' ')} {'' if shown[0] in '≤≥' else '= '}{shown} (published)"
     evidence = f"ours {describe(values, metric)}" if len(values) else "ours: no run"
     if len(values) == 0:
         return Verdict(claim, evidence, None, None, None, "none", None, "not run (quick mode)", reason)
     if isinstance(published, str):
         return Verdict(claim, evidence, None, None, None, "none (published as text)", None, "shown only", reason)
     low_pub, high_pub = (published, published) if isinstance(published, (int, float)) else published
-    target = (low_pub + high_pub) / 2
+    # a range open at one end (None: "at most" / "at least") is tested against its finite end
+    target = high_pub if low_pub is None else low_pub if high_pub is None else (low_pub + high_pub) / 2
+    low_pub = -math.inf if low_pub is None else low_pub
+    high_pub = math.inf if high_pub is None else high_pub
     if metric in COUNT_METRICS:
         low, high = wilson(int(values.sum()), len(values))
         mean, test = float(values.mean()), "Wilson interval of our success rate; binomial test"
@@ -166,6 +170,10 @@ def judge_published(key: str, metric: str, published: Any, runs: list[dict], rea
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, tuple) and value[0] is None:
+        return f"≤ {value[1]:.4g}"
+    if isinstance(value, tuple) and value[1] is None:
+        return f"≥ {value[0]:.4g}"
     if isinstance(value, tuple):
         return f"{value[0]:.4g}–{value[1]:.4g}"
     return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
