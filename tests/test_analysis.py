@@ -238,3 +238,17 @@ def test_the_discrepancy_note_states_s2s_finding_in_numbers():
     assert "for l = 1, 2, 5, 10:" in note and "vanilla 0.5, 0.25, 0.031, 0.00098" in note
     assert f"vanilla {100 * 0.5 ** 9:.2g}%" in note and f"GRU {100 * (0.5 ** 10 + 0.2) / 0.5:.2g}%" in note
     assert "GRU at 10 of 12 lengths l" in note
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_step_share_is_bptt_depths_increment_over_the_full_norm(cell):
+    from rnnlab.analysis.gradients import bptt_depth, step_share
+    from rnnlab.data.containers import Batch
+
+    rng = np.random.default_rng(3)
+    model = RecurrentModel(cell, 3, 5, 2, head="last", seed=1, dtype=np.float64, num_layers=2)
+    batch = Batch(rng.normal(size=(14, 4, 3)), rng.integers(0, 2, size=4), None)
+    depth = bptt_depth(model, batch, 40)       # capped at 14 − 2 steps, as step_share is
+    assert len(depth["increment"]) == 12
+    assert step_share(model, batch, 10) == pytest.approx(depth["increment"][9] / depth["full"], rel=1e-12)
+    assert step_share(model, batch, 40) == pytest.approx(depth["increment"][11] / depth["full"], rel=1e-12)

@@ -35,22 +35,34 @@ def bptt_depth(model: RecurrentModel, batch: Batch, max_steps: int = 20) -> dict
     ``full`` = the norm with full BPTT. K = max_steps, but at most the longest sequence's length − 2:
     the first step's recurrent input is the zero initial state, so beyond that no step is left to
     add anything to ∂L/∂W_h (the increment would be 0 to rounding, drawn as 1e-28)."""
-    names = [n for n in model.params if n.startswith("rnn.") and n.endswith("W_h")]
-    longest = batch.x.shape[0] if batch.mask is None else int(np.asarray(batch.mask).sum(axis=0).max())
-    max_steps = max(1, min(max_steps, longest - 2))
-
-    def grads(k):
-        return {n: g for n, g in model.loss_and_grads(batch, back_steps=k)[1].items() if n in names}
-
-    previous = grads(0)
+    max_steps = max(1, min(max_steps, _longest(batch) - 2))
+    previous = _recurrent_grads(model, batch, 0)
     norms, increments = [], []
     for k in range(1, max_steps + 1):
-        current = grads(k)
+        current = _recurrent_grads(model, batch, k)
         norms.append(global_norm(current))
-        increments.append(global_norm({n: current[n] - previous[n] for n in names}))
+        increments.append(global_norm({n: current[n] - previous[n] for n in current}))
         previous = current
     return {"k": np.arange(1, max_steps + 1), "norm": np.array(norms), "increment": np.array(increments),
-            "full": global_norm(grads(None))}
+            "full": global_norm(_recurrent_grads(model, batch, None))}
+
+
+def step_share(model: RecurrentModel, batch: Batch, k: int = 10) -> float:
+    """What the k-th step back adds to ‖∂L/∂W_h‖ (``bptt_depth``'s increment, k capped the same way) as a
+    fraction of the full-BPTT norm: three backward passes instead of k + 2."""
+    k = max(1, min(k, _longest(batch) - 2))
+    before, at = _recurrent_grads(model, batch, k - 1), _recurrent_grads(model, batch, k)
+    return global_norm({n: at[n] - before[n] for n in at}) / global_norm(_recurrent_grads(model, batch, None))
+
+
+def _longest(batch: Batch) -> int:
+    return batch.x.shape[0] if batch.mask is None else int(np.asarray(batch.mask).sum(axis=0).max())
+
+
+def _recurrent_grads(model: RecurrentModel, batch: Batch, back_steps: int | None) -> dict[str, np.ndarray]:
+    """∂L/∂W_h of every layer with ``back_steps`` of truncated BPTT (None: full)."""
+    grads = model.loss_and_grads(batch, back_steps=back_steps)[1]
+    return {n: g for n, g in grads.items() if n.startswith("rnn.") and n.endswith("W_h")}
 
 
 LOG_BINS = np.logspace(-12, 2, 57)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
-from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.analysis.gradients import gradient_distribution, gradient_flow, step_share
 from rnnlab.analysis.run import (
     write_csv,
     write_discrepancy,
@@ -94,11 +94,13 @@ class GradientFlow:
     examples: int = 64
     max_steps: int = 20
     context: str = ""           # what the models were trained on, for the captions
+    quick_examples: int = 16
 
     def __call__(self, ctx: Any) -> Findings:
         out = out_dir(ctx)
         task, models = load_models(ctx, self.models)
-        flow = write_gradient_flow(models, first_batch(task.splits["test"], self.examples), out, self.max_steps)
+        examples = min(self.examples, self.quick_examples) if ctx.quick else self.examples
+        flow = write_gradient_flow(models, first_batch(task.splits["test"], examples), out, self.max_steps)
         ratios = ", ".join(f"{n} {v['first_over_last']:.1e}" for n, v in flow["summary"].items())
         where = f" ({self.context})" if self.context else ""
         notes = [f"Gradient at the first step relative to the last{where}: {ratios}."]
@@ -108,14 +110,13 @@ class GradientFlow:
                          f"{inc[min(9, len(inc) - 1)]:.2e}.")
         run_metrics = {}
         for spec, run, task, model in trained_runs(ctx, tuple(self.models.values())):
-            batch = first_batch(task.splits["test"], self.examples)
-            depth = bptt_depth(model, batch, 10)
+            batch = first_batch(task.splits["test"], examples)
             run_metrics[(spec.key, run["seed"])] = {
-                "step10_gradient_share": depth["increment"][-1] / depth["full"],
+                "step10_gradient_share": step_share(model, batch, 10),
                 "first_step_gradient_log10": math.log10(gradient_flow(model, batch)["relative"][-1][0])}
         return Findings([
             Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
-                   f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {self.examples} test sequences. What to "
+                   f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {examples} test sequences. What to "
                    f"see: how fast the error fades going back in time (log axis); the first step gets {ratios} "
                    "times the last step's gradient."),
             Figure("Gradient vs BPTT depth", out / "bptt_depth.png",
