@@ -11,6 +11,7 @@ spec keys they come from; ``quick`` runs shrink the sizes the full steps use.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -388,7 +389,7 @@ def sequence_losses(model: Any, data) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sums), np.array(counts, dtype=float)
 
 
-def trained_runs(ctx: Any, keys: tuple[str, ...] = ()):
+def trained_runs(ctx: Any, keys: tuple[str, ...] = ()) -> Iterator[tuple[Any, dict, Any, Any]]:
     """(spec, run, task, model) of every finished run of the specs named by ``keys`` (all when empty); a
     task is loaded once per data it depends on."""
     tasks = {}
