@@ -324,3 +324,18 @@ def test_a_range_open_at_one_end_is_at_most_or_at_least():
     at_least = judge_published("a", "m", (-2.0, None), deep)
     assert at_least.verdict == NOT_REPRODUCED and at_least.claim == "a m ≥ -2 (published)"
     assert at_least.difference == pytest.approx(np.mean([-3.1, -2.9, -3.3, -2.8]) + 2.0)
+
+
+def test_the_mean_sign_learning_curve_reason_cites_the_studys_runs():
+    from rnnlab.experiments.studies import MEAN_SIGN_CURVE
+
+    published = EXPERIMENTS["mean-sign"].published
+    first, tenth = (_means("mean-sign/runs.csv", f"train_accuracy_epoch{n}") for n in (1, 10))
+    small, full = "rnn-64x2-n250", "rnn-64x2"
+    blog_first, blog_tenth = (published[(full, f"train_accuracy_epoch{n}")] for n in (1, 10))
+    assert (f"ends at {100 * first[small]:.1f}% train accuracy, as the blog's ({100 * blog_first:.1f}%; with "
+            f"4,000: {100 * first[full]:.1f}%)") in MEAN_SIGN_CURVE
+    assert abs(first[small] - blog_first) < 0.01
+    assert (f"its {100 * blog_tenth:.1f}% after epoch 10 (ours {100 * tenth[small]:.1f}% and "
+            f"{100 * tenth[full]:.1f}%)") in MEAN_SIGN_CURVE
+    assert min(tenth.values()) > blog_tenth + 0.05

@@ -28,6 +28,7 @@ METRIC_NAMES = {
     "gradient_median": "median abs. gradient per string",
     "step10_gradient_share": "10th step back / full gradient",
     "first_step_gradient_log10": "log10 gradient, first / last step",
+    "train_accuracy_epoch1": "train accuracy, epoch 1", "train_accuracy_epoch10": "train accuracy, epoch 10",
 }
 
 

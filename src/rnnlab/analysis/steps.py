@@ -257,6 +257,21 @@ def _discrepancy_along_l(table: dict, cells: tuple[str, ...], k: int, max_l: int
             "lengths l.")
 
 
+@dataclass(frozen=True)
+class HistoryAt:
+    """A metric of every run's history after the given epochs, as the run metrics ``{metric}_epoch{N}`` (a
+    published learning curve, compared over seeds); runs shorter than N epochs have none."""
+
+    metric: str
+    epochs: tuple[int, ...]
+
+    def __call__(self, ctx: Any) -> Findings:
+        return Findings(run_metrics={
+            (run["key"], run["seed"]): {f"{self.metric}_epoch{n}": float(run["history"][n - 1][self.metric])
+                                        for n in self.epochs if len(run["history"]) >= n}
+            for run in ctx.runs})
+
+
 def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and mean ± std over seeds at each point; runs that stopped early count until their end."""
     width = max(len(c) for c in curves)
