@@ -410,6 +410,7 @@ def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel
     from rnnlab.analysis.steps import StreamEvaluation
     from rnnlab.data.containers import Batch
     from rnnlab.experiments.runner import Context, RunSpec
+    from rnnlab.train import evaluate
 
     words = np.random.default_rng(0).choice([f"w{i}" for i in range(12)], size=(3, 40, 6))
     (tmp_path / "data" / "ptb").mkdir(parents=True)
@@ -434,6 +435,8 @@ def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel
         assert stats.count == len(tokens) - 1
         assert float(row["one_stream"]) == pytest.approx(math.exp(stats.loss_sum / stats.count), rel=1e-5)
         assert float(row["streams"]) == pytest.approx(run["test_perplexity"], rel=1e-6)
+        assert float(row["streams"]) == pytest.approx(evaluate(model, task.splits["test"], 4)["eval_perplexity"],
+                                                      rel=1e-6)     # the stored figure is the 4-stream reading
         # 4 parallel streams score 236 of the 239 predictions, and start 4 times from a zero state
         assert float(row["streams"]) != pytest.approx(float(row["one_stream"]), rel=1e-6)
         assert row["best_is_last"] == str(run["best_epoch"] == 2)

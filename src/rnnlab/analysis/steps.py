@@ -196,8 +196,10 @@ class GradientDistribution:
         s = write_gradient_distribution(models, task.splits["train"], out, examples)["summary"]
         medians = ", ".join(f"{n} {v['q50']:.2e}" for n, v in s.items())
         small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
-        run_metrics = {(spec.key, run["seed"]): {"gradient_median": gradient_distribution(
-                           model, task.splits["train"], examples)["summary"]["q50"]}
+        figure_seed = {key: s[name]["q50"] for name, key in self.models.items()}    # seed 0, measured above
+        run_metrics = {(spec.key, run["seed"]): {"gradient_median": figure_seed[spec.key] if run["seed"] == 0 else
+                                                 gradient_distribution(model, task.splits["train"], examples)
+                                                 ["summary"]["q50"]}
                        for spec, run, task, model in trained_runs(ctx, tuple(self.models.values()))}
         return Findings(
             [Figure("Per-example gradient coefficients (S2 figure 9)", out / "gradient_distribution.png",
@@ -417,6 +419,14 @@ def trained_runs(ctx: Any, keys: tuple[str, ...] = ()) -> Iterator[tuple[Any, di
             yield spec, run, tasks[data_key], model
 
 
+def _by_key(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by their spec key, in first-seen order."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["key"], []).append(row)
+    return groups
+
+
 def _mean_std(values: np.ndarray) -> str:
     return f"{values.mean():.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values.mean():.3f}"
 
@@ -440,8 +450,7 @@ class LossAveraging:
             return Findings()
         write_csv(out_dir(ctx) / f"{self.split}_loss_averaging.csv", rows)
         shown = []
-        for key in dict.fromkeys(r["key"] for r in rows):
-            mine = [r for r in rows if r["key"] == key]
+        for key, mine in _by_key(rows).items():
             steps, seqs = (np.array([r[k] for r in mine]) for k in ("over_steps", "over_sequences"))
             shown.append(f"{key} {_mean_std(steps)} → {_mean_std(seqs)}")
         return Findings([], [f"{self.split.capitalize()} loss averaged over all steps → per sequence first "
@@ -461,17 +470,15 @@ class StreamEvaluation:
     def __call__(self, ctx: Any) -> Findings:
         rows = []
         for spec, run, task, model in trained_runs(ctx, self.keys):
-            data, batch_size = task.splits[self.split], run["settings"]["batch_size"]
-            rows.append({"key": spec.key, "seed": run["seed"], "batch_size": batch_size,
-                         "streams": evaluate(model, data, batch_size, self.split)[f"{self.split}_perplexity"],
-                         "one_stream": evaluate(model, data, 1, self.split)[f"{self.split}_perplexity"],
-                         "best_is_last": run["best_epoch"] == run["epochs_run"]})
+            metric = f"{self.split}_perplexity"       # the run measured it in its parallel streams already
+            rows.append({"key": spec.key, "seed": run["seed"], "batch_size": run["settings"]["batch_size"],
+                         "streams": run[metric], "one_stream": evaluate(model, task.splits[self.split], 1)
+                         ["eval_perplexity"], "best_is_last": run["best_epoch"] == run["epochs_run"]})
         if not rows:
             return Findings()
         write_csv(out_dir(ctx) / f"{self.split}_stream_evaluation.csv", rows)
         shown = []
-        for key in dict.fromkeys(r["key"] for r in rows):
-            mine = [r for r in rows if r["key"] == key]
+        for key, mine in _by_key(rows).items():
             streams, one = (np.array([r[k] for r in mine]) for k in ("streams", "one_stream"))
             last = sum(r["best_is_last"] for r in mine)
             shown.append(f"{key}: {_mean_std(streams)} in {mine[0]['batch_size']} streams → {_mean_std(one)} as one "
