@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rnnlab.experiments.runner import Experiment
 from rnnlab.experiments.studies import EXPERIMENTS
 from rnnlab.experiments.verdicts import (
     NOT_REPRODUCED,
@@ -86,6 +88,18 @@ def test_published_numbers_inside_and_outside_our_interval():
     solved = _runs(a=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0])
     assert judge_published("a", "test_all_solved", (0.97, 1.0), solved).verdict == REPRODUCED
     assert judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[0, 0, 0, 0, 1])).verdict == NOT_REPRODUCED
+
+
+@pytest.mark.parametrize("value, message", [
+    ((None, None), "open at both ends"), ((0.9, 0.8), "low end 0.9 is above its high end 0.8"),
+    ((0.8, 0.9, 1.0), "a range is (low, high)"), (("low", 0.9), "a range is (low, high)"),
+    ([0.8, 0.9], "expected a number"), (True, "expected a number"), (None, "expected a number")])
+def test_a_published_value_that_cannot_be_tested_is_a_clear_error_naming_its_key(value, message):
+    with pytest.raises(ValueError, match=r"published\[\('a', 'm'\)\].*" + re.escape(message)):
+        judge_published("a", "m", value, _runs(a=[0.9, 0.95]))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Experiment(name="x", title="x", study="x", about="x", specs=lambda quick: [], metric_names=["m"],
+                   published={("a", "m"): value})
 
 
 def test_the_table_has_a_row_per_claim_and_per_published_number():

@@ -36,7 +36,7 @@ from rnnlab.experiments.settings import (
     load_trained,
     train_config,
 )
-from rnnlab.experiments.verdicts import Claim, verdict_table
+from rnnlab.experiments.verdicts import Claim, check_published, verdict_table
 from rnnlab.train import CHECKPOINT, load_checkpoint
 
 
@@ -106,6 +106,10 @@ class Experiment:
     notes: list[str] = field(default_factory=list)
     search: str = ""
     tune: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        for (key, metric), value in self.published.items():
+            check_published(key, metric, value)
 
 
 def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) -> dict[str, Any]:

@@ -132,8 +132,28 @@ def judge_claim(claim: Claim, runs: list[dict]) -> Verdict:
     return Verdict(claim.text, evidence, d, low, high, test, p, verdict)
 
 
+def check_published(key: str, metric: str, published: Any) -> None:
+    """A clear error for a published value ``judge_published`` cannot test: it must be a number, text,
+    or a (low, high) pair of numbers with low ≤ high, at most one end None."""
+    where = f"published[({key!r}, {metric!r})]"
+    number = (int, float)
+    if isinstance(published, bool) or not isinstance(published, (*number, str, tuple)):
+        raise ValueError(f"{where}: expected a number, a (low, high) range or text, got {published!r}")
+    if not isinstance(published, tuple):
+        return
+    if len(published) != 2 or not all(end is None or (isinstance(end, number) and not isinstance(end, bool))
+                                       for end in published):
+        raise ValueError(f"{where}: a range is (low, high), each a number or None, got {published!r}")
+    low, high = published
+    if low is None and high is None:
+        raise ValueError(f"{where}: a range open at both ends says nothing; give at least one end")
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"{where}: the range's low end {low} is above its high end {high}")
+
+
 def judge_published(key: str, metric: str, published: Any, runs: list[dict], reason: str = "") -> Verdict:
     """Our seeds against one published number (or range): is it inside our 95% interval?"""
+    check_published(key, metric, published)
     values = values_of(runs, key, metric)
     shown = _shown(published)
     claim = f"{key} {metric.replace('_', ' ')} {'' if shown[0] in '≤≥' else '= '}{shown} (published)"
