@@ -161,9 +161,11 @@ def _two(x: float, signed: bool = False) -> str:
     return f"{x:{'+' if signed else ''}.2f}".replace("-", "−")
 
 
-BUDGET_CHANGES = {"3× the epochs": lambda r: r["epochs"] == "300",
-                  "e^-5": lambda r: r["lr"].startswith("0.00673"),
-                  "no weight noise": lambda r: r["weight_noise"] == "0.0"}
+# each change the polyphonic reasons cite: the map that measured it and its trials
+BUDGET_CHANGES = {"3× the epochs": ("budget", lambda r: r["epochs"] == "300"),
+                  "e^-5": ("budget", lambda r: r["lr"].startswith("0.00673")),
+                  "no weight noise": ("budget", lambda r: r["weight_noise"] == "0.0"),
+                  "S3's unit counts": ("s3-units", lambda r: True)}
 # how NOTTINGHAM_GAP / MUSEDATA_GAP cite each change against the setting's runs: "interval" (significant: the
 # difference and its 95% interval), "difference" (named not significant, with its difference), "" (named not
 # significant without a number)
@@ -173,18 +175,22 @@ BUDGET_CITED = {
     ("nottingham", "no weight noise"): {"rnn": "interval", "gru": "", "lstm": ""},
     ("musedata", "3× the epochs"): {"rnn": "interval", "gru": "difference", "lstm": "interval"},
     ("musedata", "no weight noise"): {"rnn": "interval", "gru": "interval", "lstm": ""},
+    ("nottingham", "S3's unit counts"): {"rnn": "interval", "gru": "difference", "lstm": "difference"},
+    ("musedata", "S3's unit counts"): {"rnn": "difference", "gru": "difference", "lstm": "difference"},
 }
 
 
 @pytest.mark.parametrize("dataset, change", list(BUDGET_CITED))
 def test_the_polyphonic_reasons_cite_what_the_published_budget_maps_measured(dataset, change):
-    """The measured reasons quote numbers from docs/results/polyphonic-*-budget against the setting's runs:
-    a map or the study published again with other results must fail here until the prose follows."""
+    """The measured reasons quote numbers from docs/results/polyphonic-*-budget and -s3-units against the
+    setting's runs: a map or the study published again with other results must fail here until the prose
+    follows."""
     from rnnlab.experiments.studies import MUSEDATA_GAP, NOTTINGHAM_GAP
 
     text = {"nottingham": NOTTINGHAM_GAP, "musedata": MUSEDATA_GAP}[dataset]
     setting = _published_rows("polyphonic/runs.csv")
-    trials = [r for r in _published_rows(f"polyphonic-{dataset}-budget/trials.csv") if BUDGET_CHANGES[change](r)]
+    suffix, changed_by = BUDGET_CHANGES[change]
+    trials = [r for r in _published_rows(f"polyphonic-{dataset}-{suffix}/trials.csv") if changed_by(r)]
     for cell, cited in BUDGET_CITED[(dataset, change)].items():
         changed = np.array([float(r["test_loss"]) for r in trials if r["cell"] == cell])
         base = np.array([float(r["test_loss"]) for r in setting if r["key"].startswith(f"{dataset}-{cell}-")])
@@ -195,6 +201,84 @@ def test_the_polyphonic_reasons_cite_what_the_published_budget_maps_measured(dat
             assert f"{_two(difference, signed=True)} [{_two(low)}, {_two(high)}]".lstrip("+") in text, cell
         elif cited == "difference":
             assert f"{cell.upper()} {_two(difference, signed=True)}" in text, cell
+
+
+def test_s3s_unit_counts_hold_the_parameters_the_reasons_say():
+    """S3's "about 20K" counts the recurrent layer alone: with the readout its models are larger than ours."""
+    from rnnlab import count_params
+    from rnnlab.experiments.studies import MUSIC_SIZES, S3_UNITS
+
+    def counts(sizes: dict[str, int], readout: bool = True) -> list[int]:
+        return [count_params(c, input_size=88, hidden_size=h, output_size=88) - (0 if readout else 88 * h + 88)
+                for c, h in sizes.items()]
+
+    s3 = {"rnn": 100, "gru": 46, "lstm": 36}
+    assert all(17_500 < n < 19_000 for n in counts(s3, readout=False))      # "about 20K" without the readout
+    assert f"RNN {s3['rnn']}, GRU {s3['gru']}, LSTM {s3['lstm']}" in S3_UNITS
+    for sizes in (s3, MUSIC_SIZES):
+        assert " / ".join(f"{n:,}" for n in counts(sizes)) in S3_UNITS
+    for dataset in ("jsb", "nottingham", "musedata", "piano"):
+        trials = _published_rows(f"polyphonic-{dataset}-s3-units/trials.csv")
+        assert {(r["cell"], int(r["hidden"])) for r in trials} == set(s3.items()) and len(trials) == 9
+
+
+def _mean_train_nll(rows: list[dict]) -> float:
+    return float(np.mean([float(r["train_loss"]) for r in rows]))
+
+
+@pytest.mark.parametrize("dataset", ["nottingham", "musedata"])
+def test_the_train_nll_reasons_cite_the_lowest_train_nll_of_any_variation_measured(dataset):
+    """"The lowest mean train NLL of any variation we trained": the setting's runs, every budget-map
+    configuration and S3's unit counts, per cell, from the published files."""
+    from rnnlab.experiments.studies import PUBLISHED_TRAIN_NLL, TRAIN_GAPS
+
+    setting = _published_rows("polyphonic/runs.csv")
+    budget = _published_rows(f"polyphonic-{dataset}-budget/trials.csv")
+    units = _published_rows(f"polyphonic-{dataset}-s3-units/trials.csv")
+    for cell, published in zip(("rnn", "gru", "lstm"), PUBLISHED_TRAIN_NLL[dataset], strict=True):
+        groups = [[r for r in setting if r["key"].startswith(f"{dataset}-{cell}-")],
+                  [r for r in units if r["cell"] == cell]]
+        configurations = {(r["lr"], r["epochs"], r["weight_noise"]) for r in budget if r["cell"] == cell}
+        groups += [[r for r in budget if r["cell"] == cell and (r["lr"], r["epochs"], r["weight_noise"]) == c]
+                   for c in configurations]
+        lowest = min(_mean_train_nll(g) for g in groups)
+        assert f"{cell.upper()} {lowest:.2f}" in TRAIN_GAPS[dataset], cell
+        assert lowest > published, cell       # "still above S3's"
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+@pytest.mark.parametrize("dataset, significant", [("jsb", []), ("piano", ["gru"])])
+def test_the_train_nll_reasons_cite_the_unit_count_maps(dataset, significant):
+    """JSB's and Piano's train-NLL reasons: S3's and our train-to-test gaps, and what S3's unit counts change
+    (the cells named significant quote their interval; the others are not significant with 3 seeds)."""
+    from rnnlab.experiments.studies import PIANO_GAP, PUBLISHED_NLL, PUBLISHED_TRAIN_NLL, TRAIN_GAPS
+
+    text, cells = TRAIN_GAPS[dataset], ("rnn", "gru", "lstm")
+    setting = _published_rows("polyphonic/runs.csv")
+    units = _published_rows(f"polyphonic-{dataset}-s3-units/trials.csv")
+    ours = {c: [r for r in setting if r["key"].startswith(f"{dataset}-{c}-")] for c in cells}
+    bigger = {c: [r for r in units if r["cell"] == c] for c in cells}
+    assert " / ".join(f"{_mean_train_nll(bigger[c]):.2f}" for c in cells) in text
+    for cell in cells:
+        a, b = (np.array([float(r["train_loss"]) for r in rows]) for rows in (bigger[cell], ours[cell]))
+        difference, low, high, p, _ = compare_samples(a, b, count=False)
+        assert (p < 0.05) == (cell in significant), cell
+        if cell in significant:
+            assert f"{cell.upper()} {_two(difference, signed=True)} [{_two(low)}, {_two(high)}]" in text
+    s3_gaps = [t - r for t, r in zip(PUBLISHED_NLL[dataset], PUBLISHED_TRAIN_NLL[dataset], strict=True)]
+    our_gaps = [float(np.mean([float(r["test_loss"]) for r in ours[c]])) - _mean_train_nll(ours[c]) for c in cells]
+    if dataset == "jsb":
+        assert f"to 6.94, {s3_gaps[1]:.2f} nats under its test NLL, ours {our_gaps[1]:.2f} under" in text
+        assert PUBLISHED_TRAIN_NLL["jsb"][::2] == (8.82, 8.15)
+        assert all(_mean_train_nll(ours[c]) < published for c, published in (("rnn", 8.82), ("lstm", 8.15)))
+    else:
+        above = [_mean_train_nll(bigger[c]) - published for c, published in zip(cells, PUBLISHED_TRAIN_NLL[dataset])]
+        for quoted in (TRAIN_GAPS["piano"], PIANO_GAP):
+            assert f"{_span(s3_gaps)} nats under its test NLL, ours {_span(our_gaps)}" in quoted
+        assert f"still {_span(above)} nats above S3's" in text
 
 
 def test_the_reasons_citing_the_data_maps_match_their_published_trials():
