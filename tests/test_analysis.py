@@ -5,14 +5,18 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rnnlab
 from rnnlab.analysis.discrepancy import discrepancy_curve, draw_weights, trained_discrepancy
 from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, jacobians, lyapunov_exponent
 from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.analysis.steps import seed_band
 from rnnlab.data.containers import Batch, SequenceData
 from rnnlab.models import RecurrentModel
 
@@ -252,3 +256,17 @@ def test_step_share_is_bptt_depths_increment_over_the_full_norm(cell):
     assert len(depth["increment"]) == 12
     assert step_share(model, batch, 10) == pytest.approx(depth["increment"][9] / depth["full"], rel=1e-12)
     assert step_share(model, batch, 40) == pytest.approx(depth["increment"][11] / depth["full"], rel=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.floats(-10, 10), min_size=1, max_size=8), min_size=1, max_size=5))
+def test_the_seed_band_counts_early_stopped_runs_until_their_end_without_warnings(curves):
+    """Mean ± std over the seeds still running at each epoch; where one is left the band is its curve."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean, low, high = seed_band(curves)
+    for t in range(max(len(c) for c in curves)):
+        alive = [c[t] for c in curves if len(c) > t]
+        std = np.std(alive, ddof=1) if len(alive) > 1 else 0.0
+        assert mean[t] == pytest.approx(np.mean(alive)) and high[t] - mean[t] == pytest.approx(std, abs=1e-9)
+        assert mean[t] - low[t] == pytest.approx(std, abs=1e-9)

@@ -281,7 +281,10 @@ def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.nda
     for i, c in enumerate(curves):
         padded[i, :len(c)] = c
     mean = np.nanmean(padded, axis=0)
-    std = np.nan_to_num(np.nanstd(padded, axis=0, ddof=1)) if len(curves) > 1 else np.zeros(width)
+    std = np.zeros(width)
+    several = np.sum(~np.isnan(padded), axis=0) > 1     # where one seed is left, the band is its curve
+    if several.any():
+        std[several] = np.nanstd(padded[:, several], axis=0, ddof=1)
     return mean, mean - std, mean + std
 
 
