@@ -299,10 +299,14 @@ PIANO_GAP = (
     "ours are lower than S3's. Averaged per sequence first (25 test pieces of 64 to 2,644 steps) they rise ~0.3 "
     "nats, to 8.24 / 8.14 / 8.39: still below S3, and near Boulanger-Lewandowski 2012's RNN (8.37). S3's train "
     "NLL (5.64 / 4.93 / 6.49) lies 2.54-3.89 nats under its test NLL, ours 0.00-0.22: S3's Piano runs fit its "
-    "87 training pieces far more closely (see the train NLL's row)")
+    "87 training pieces far more closely (see the train NLL's row). At S3's unit counts ours drop further: GRU "
+    "−0.06 [−0.09, −0.03] (p = 0.006), RNN −0.04 and LSTM −0.02 not significant with 3 seeds "
+    "(docs/results/polyphonic-piano-s3-units)")
 JSB_GAP = (
     "ours are lower than or equal to S3's and agree with other published runs (Bai et al. 2018: RNN 8.91, GRU "
-    "8.43, LSTM 8.45; Boulanger-Lewandowski 2012 RNN 8.71); averaging per sequence first moves ours by ≤ 0.04")
+    "8.43, LSTM 8.45; Boulanger-Lewandowski 2012 RNN 8.71); averaging per sequence first moves ours by ≤ 0.04. "
+    "At S3's unit counts ours drop further: GRU −0.04 [−0.08, −0.01] (p = 0.028), RNN −0.02 and LSTM −0.01 not "
+    "significant with 3 seeds (docs/results/polyphonic-jsb-s3-units)")
 POLYPHONIC_GAPS = {"nottingham": NOTTINGHAM_GAP, "musedata": MUSEDATA_GAP, "piano": PIANO_GAP, "jsb": JSB_GAP}
 
 # S3's bracketed train NLLs against ours (the best-validation parameters evaluated on the training set)
