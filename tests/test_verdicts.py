@@ -166,9 +166,9 @@ BUDGET_CHANGES = {"3× the epochs": ("budget", lambda r: r["epochs"] == "300"),
                   "e^-5": ("budget", lambda r: r["lr"].startswith("0.00673")),
                   "no weight noise": ("budget", lambda r: r["weight_noise"] == "0.0"),
                   "S3's unit counts": ("s3-units", lambda r: True)}
-# how each dataset's test-NLL reason (POLYPHONIC_GAPS) cites each change against the setting's runs: "interval" (significant: the
-# difference and its 95% interval), "difference" (named not significant, with its difference), "" (named not
-# significant without a number)
+# how each dataset's test-NLL reason (POLYPHONIC_GAPS) cites each change against the setting's runs: "interval"
+# (significant: the difference and its 95% interval), "difference" (named not significant, with its difference),
+# "" (named not significant without a number)
 BUDGET_CITED = {
     ("nottingham", "3× the epochs"): {"rnn": "interval", "gru": "difference", "lstm": "difference"},
     ("nottingham", "e^-5"): {"rnn": "interval", "gru": "difference", "lstm": "difference"},
