@@ -248,8 +248,10 @@ def test_the_train_nll_reasons_cite_the_lowest_train_nll_of_any_variation_measur
         assert lowest > published, cell       # "still above S3's"
 
 
-def _span(values: list[float]) -> str:
-    return f"{min(values):.2f}-{max(values):.2f}"
+def _span(values: list[float], digits: int = 2) -> str:
+    """The range of per-seed values as the reasons write it: "a-b", or "a" where both round alike."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
 
 
 @pytest.mark.parametrize("dataset, significant", [("jsb", []), ("piano", ["gru"])])
@@ -439,3 +441,58 @@ def test_the_mean_sign_learning_curve_reason_cites_the_studys_runs():
     assert (f"its {100 * blog_tenth:.1f}% after epoch 10 (ours {100 * tenth[small]:.1f}% and "
             f"{100 * tenth[full]:.1f}%)") in MEAN_SIGN_CURVE
     assert min(tenth.values()) > blog_tenth + 0.05
+
+
+def test_the_ptb_gru_note_cites_the_published_runs_at_epochs_2_and_4():
+    from rnnlab.experiments.studies import PTB_GRU_RATE
+
+    rows = _published_rows("ptb/runs.csv")
+
+    def spans(key: str, metric: str, digits: int) -> tuple[str, str]:
+        return tuple(_span([float(r[f"{metric}_epoch{n}"]) for r in rows if r["key"] == key], digits) for n in (2, 4))
+
+    (loss2, loss4), (dev2, dev4) = spans("gru", "train_loss", 2), spans("gru", "dev_perplexity", 0)
+    assert f"loss rises from {loss2} to {loss4} nats and its dev perplexity from {dev2} to {dev4}" in PTB_GRU_RATE
+    (loss2, loss4), (dev2, dev4) = spans("gru-lr10", "train_loss", 2), spans("gru-lr10", "dev_perplexity", 0)
+    assert f"both fall: {loss2} → {loss4} nats and {dev2} → {dev4}." in PTB_GRU_RATE
+    for key, rising in (("gru", True), ("gru-lr10", False)):
+        for r in (r for r in rows if r["key"] == key):
+            for metric in ("train_loss", "dev_perplexity"):
+                assert (float(r[f"{metric}_epoch4"]) > float(r[f"{metric}_epoch2"])) == rising, (key, metric)
+
+
+def test_the_ptb_dev_reason_cites_the_published_runs_and_one_stream_evaluation():
+    from rnnlab.experiments.defaults import STUDY_DEFAULTS
+    from rnnlab.experiments.studies import PTB_DEV_GAP
+    from rnnlab.experiments.sweeps import mean_std_interval
+
+    rows, published = _published_rows("ptb/runs.csv"), EXPERIMENTS["ptb"].published
+    zaremba_dev, zaremba_test = published[("lstm", "dev_perplexity")], published[("lstm", "test_perplexity")]
+    last = f"dev_perplexity_epoch{STUDY_DEFAULTS['ptb']['epochs']}"     # what the Lua code prints
+
+    def values(key: str, metric: str) -> np.ndarray:
+        return np.array([float(r[metric]) for r in rows if r["key"] == key])
+
+    dev = values("lstm", "dev_perplexity")
+    assert len(dev) == 3 and f"our 3 seeds span {_span(dev, 1)}" in PTB_DEV_GAP
+    above = (zaremba_dev - dev.mean()) / dev.std(ddof=1)
+    assert f"it lies {above:.1f} of our standard deviations above our mean" in PTB_DEV_GAP and above > 3
+    assert all(values("lstm", "dev_perplexity") == values("lstm", last))     # our main runs test their last epoch
+    lua = mean_std_interval(list(values("lstm-lua-schedule", last)))
+    inside = lua["ci_low"] <= zaremba_dev <= lua["ci_high"]
+    assert (f"prints, is {lua['mean']:.1f} [{lua['ci_low']:.1f}, {lua['ci_high']:.1f}] (our main runs: "
+            f"{dev.mean():.1f}), {'which holds' if inside else 'still under'} {zaremba_dev}") in PTB_DEV_GAP
+    assert lua["mean"] - dev.mean() > 0.5 * (zaremba_dev - dev.mean())    # "for the most part"
+    test = mean_std_interval(list(values("lstm-lua-schedule", "test_perplexity")))
+    assert test["ci_low"] <= zaremba_test <= test["ci_high"]
+    assert f"its test perplexity, {test['mean']:.1f} [{test['ci_low']:.1f}, {test['ci_high']:.1f}], holds the " \
+           f"published {zaremba_test}" in PTB_DEV_GAP
+    for key in ("lstm-rnnlab-init", "lstm-lua-schedule"):
+        best, other = values(key, "best_epoch"), values(key, "dev_perplexity")
+        assert len(set(best)) == 1 and f"{key}: {other.mean():.1f} ± {other.std(ddof=1):.2f}, best at epoch " \
+               f"{best[0]:.0f} in 3 of 3 runs" in PTB_DEV_GAP
+    page = (PUBLISHED / "ptb.md").read_text()     # the one-stream evaluation counts the last-epoch runs too
+    assert re.search(r"\blstm: [^;]* as one stream; the tested parameters are the last epoch's in 3 of 3 runs", page)
+    gap = dev - values("lstm", "test_perplexity")
+    assert f"test perplexity lies {zaremba_dev - zaremba_test:.1f} below its dev perplexity, ours {gap.mean():.1f} " \
+           f"({_span(gap, 1)} per seed)" in PTB_DEV_GAP
