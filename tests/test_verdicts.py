@@ -462,13 +462,12 @@ def test_the_ptb_gru_note_cites_the_published_runs_at_epochs_2_and_4():
 
 
 def test_the_ptb_dev_reason_cites_the_published_runs_and_one_stream_evaluation():
-    from rnnlab.experiments.defaults import STUDY_DEFAULTS
-    from rnnlab.experiments.studies import PTB_DEV_GAP
+    from rnnlab.experiments.studies import PTB_DEV_GAP, PTB_EPOCHS
     from rnnlab.experiments.sweeps import mean_std_interval
 
     rows, published = _published_rows("ptb/runs.csv"), EXPERIMENTS["ptb"].published
     zaremba_dev, zaremba_test = published[("lstm", "dev_perplexity")], published[("lstm", "test_perplexity")]
-    last = f"dev_perplexity_epoch{STUDY_DEFAULTS['ptb']['epochs']}"     # what the Lua code prints
+    last = f"dev_perplexity_epoch{PTB_EPOCHS}"     # what the Lua code prints
 
     def values(key: str, metric: str) -> np.ndarray:
         return np.array([float(r[metric]) for r in rows if r["key"] == key])
