@@ -49,11 +49,13 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
     verdicts = results["verdicts"]
     assert [v["claim"] for v in verdicts if v["kind"] == "claim"] == [c.text for c in exp.claims]
     assert len([v for v in verdicts if v["kind"] == "published"]) == len(exp.published)
-    allowed = ("reproduced", "not reproduced", "not significant with", "shown only", "not run (quick mode)")
+    allowed = ("reproduced", "not reproduced", "not significant with", "shown only", "not run (quick mode)",
+               "matches (within ±", "differs: ours ", "inconclusive with")
     assert all(v["verdict"].startswith(allowed) for v in verdicts), [v["verdict"] for v in verdicts]
     html_path, md_path = write_report(results, exp_dir)
     page = html_path.read_text()
-    assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results["figures"])
+    strips = (exp_dir / "claims.png").is_file()     # the per-seed dots behind the claims, when any was tested
+    assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results["figures"]) + strips
     markdown = md_path.read_text()
     assert "Quick mode" in markdown
     if verdicts:   # the verdicts lead the report, before the tables
@@ -218,7 +220,7 @@ def _tiny_study():
                       metric_names=["test_accuracy", "test_loss"],
                       published={("gru", "test_accuracy"): 0.9}, reasons={("gru", "test_accuracy"): "tiny data"},
                       claims=[Claim("the GRU beats the RNN", "gru", "rnn", "test_accuracy", source="a test")],
-                      search='metric = "dev_loss"\nmode = "min"\nseeds = 1\nsamples = 2\n[search]\n'
+                      search='metric = "dev_loss"\nmode = "min"\nseeds = 2\nsamples = 2\n[search]\n'
                              'lr = { loguniform = [1e-3, 1e-1] }\n',
                       analyses=[LearningCurves("dev_loss", "dev loss", name="Dev loss", caption="Two cells.")])
 
@@ -242,7 +244,7 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert "--tune" in page and "rnnlab 0.1.0" in page and re.search(r"20\d\d-\d\d-\d\d", page)
     assert re.search(r"wall time of the calls that trained \| \d+\.\d min \(1 call, 4 runs\) \| "
                      r"\d+\.\d min \(1 call, 4 runs\) \|", page)
-    assert re.search(r"search before training, summed over trials \| – \| \d+\.\d min \(4 trials\)", page)
+    assert re.search(r"search before training, summed over trials \| – \| \d+\.\d min \(8 trials\)", page)
     # the verdicts come first, one row per claim with a cell for each variant
     assert page.index("## Verdicts") < page.index("## Results at the study's setting") < page.index("## Results tuned")
     claim_rows = [line for line in page.splitlines() if line.startswith("| the GRU beats the RNN |")]
@@ -254,10 +256,14 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     assert "[at the study's setting](tiny/runs.csv) · [tuned](tiny/tuned-runs.csv)" in page
     for file in ("runs.csv", "tuned-runs.csv"):
         assert (dest / "tiny" / file).read_text().count("\n") == 4 + 1
-    # every figure of both runs is copied beside the page and linked from it
+    # every figure of both runs is copied beside the page and linked from it, with each variant's strip of
+    # per-seed dots behind the claims and the search's expected best score against its budget
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
-    assert len(links) == 2 and any("tuned-" in link for link in links)
+    assert sorted(links) == ["tiny/claims.png", "tiny/dev_loss_epochs.png", "tiny/tuned-claims.png",
+                             "tiny/tuned-dev_loss_epochs.png", "tiny/tuned-expected-best.png"]
     assert all((dest / link).stat().st_size > 1000 for link in links)
+    assert "## Tuning budget" in page and (dest / "tiny" / "search-trials.csv").read_text().count("\n") == 8 + 1
+    assert re.search(r"gru: [\d.]+ after 1 trial → [\d.]+ after 2; rnn: ", page)
     with pytest.raises(SystemExit):
         main(["reproduce", "tiny", "--quick", *common])
     # a later call that trains nothing re-reads the runs; the page still names and dates the call that trained
@@ -333,29 +339,34 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
     assert {r["num_params"] for r in again["runs"]} != {r["num_params"] for r in whole["runs"]}
 
 
-def test_a_tuned_configuration_equal_to_the_studys_setting_is_copied_not_trained_again(tmp_path, monkeypatch):
-    import dataclasses
+def test_tuned_runs_train_on_seeds_the_search_never_trained(tmp_path, monkeypatch):
+    """The runs that won the selection are not the ones reported (Bouthillier et al.: the search's own
+    seeds flatter the winner): tuned seeds start at TUNED_FIRST_SEED, and the analyses show that seed."""
+    import csv as csv_module
 
     from rnnlab.cli import main
-    from rnnlab.experiments.settings import default_settings
+    from rnnlab.experiments.runner import TUNED_FIRST_SEED
 
-    rate = default_settings("mean-sign")["lr"]
-    study = dataclasses.replace(_tiny_study(), search=f'metric = "dev_loss"\nmode = "min"\nseeds = 1\n[search]\n'
-                                f'lr = [{rate!r}]\n', tune=["rnn", "gru"])
-    monkeypatch.setitem(EXPERIMENTS, "tiny", study)
-    common = ["--seeds", "2", "--workers", "1", "--out", str(tmp_path)]
-    assert main(["reproduce", "tiny", *common]) == 0
-    assert main(["reproduce", "tiny", "--tune", *common]) == 0
-    setting = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
+    assert main(["reproduce", "tiny", "--tune", "--seeds", "2", "--workers", "1", "--out", str(tmp_path)]) == 0
     tuned = json.loads((tmp_path / "tiny-tuned" / "results.json").read_text())
-    assert tuned["trained_now"] == 0 and len(tuned["runs"]) == 4
-    for run in tuned["runs"]:   # the very numbers of the study-setting run with the same seed
-        twin = next(r for r in setting["runs"] if (r["key"], r["seed"]) == (run["key"], run["seed"]))
-        assert run["test_loss"] == twin["test_loss"] and run["seconds_total"] == twin["seconds_total"]
-    assert any("4 of 4 runs have exactly the settings and seed of runs in" in n for n in tuned["notes"])
-    # with --force every run is trained again
-    assert main(["reproduce", "tiny", "--tune", "--force", *common]) == 0
-    assert json.loads((tmp_path / "tiny-tuned" / "results.json").read_text())["trained_now"] == 4
+    assert sorted({r["seed"] for r in tuned["runs"]}) == [TUNED_FIRST_SEED, TUNED_FIRST_SEED + 1]
+    searched = set()
+    for path in (tmp_path / "tiny-tuned" / "search").glob("*/trials.csv"):
+        with open(path, newline="") as f:
+            searched |= {int(row["seed"]) for row in csv_module.DictReader(f)}
+    assert searched == {0, 1} and not searched & {r["seed"] for r in tuned["runs"]}
+    assert (tmp_path / "tiny-tuned" / "jobs" / f"gru-s{TUNED_FIRST_SEED}" / "result.json").is_file()
+
+
+def test_a_search_that_selects_on_one_seed_is_refused(tmp_path):
+    import dataclasses
+
+    from rnnlab.experiments.sweeps import tune_experiment
+
+    one = dataclasses.replace(_tiny_study(), search=_tiny_study().search.replace("seeds = 2", "seeds = 1"))
+    with pytest.raises(ValueError, match="trains 1 seed per configuration; selection on one seed"):
+        tune_experiment(one, tmp_path, workers=1, progress=False)
 
 
 def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(tmp_path):
@@ -367,7 +378,7 @@ def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(t
     exp = dataclasses.replace(study, search=study.search.replace("[search]", "[settings]\nepochs = 1\n[search]"))
     tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
     trials = list((tmp_path / "tiny-tuned" / "search" / "gru" / "trials").glob("*/result.json"))
-    assert len(trials) == 2 and all(json.loads(t.read_text())["settings"]["epochs"] == 1 for t in trials)
+    assert len(trials) == 4 and all(json.loads(t.read_text())["settings"]["epochs"] == 1 for t in trials)
     assert {s.settings["epochs"] for s in tuned.specs(False)} == {2}     # the study's own budget
 
 

@@ -108,11 +108,13 @@ def test_a_setting_added_later_changes_an_id_only_away_from_its_default():
     defaults = {s.name: s.default for s in settings_table()}
     sweep = parse_sweep(TINY)
     trial = sweep.trials()[0]
+    away = {"forget_bias": 2.5, "bucket": "false"}      # a value other than the default, as a file writes it
+    assert set(away) == set(LATER_SETTINGS)
     for name in LATER_SETTINGS:
         assert trial.settings[name] == defaults[name] and name not in settings_identity(trial.settings)
-        moved = parse_sweep(TINY.replace("[settings]", f"[settings]\n{name} = 2.5")).trials()[0]
-        assert moved.settings[name] == 2.5 and moved.id != trial.id
-        assert settings_identity(moved.settings)[name] == 2.5
+        moved = parse_sweep(TINY.replace("[settings]", f"[settings]\n{name} = {away[name]}")).trials()[0]
+        assert moved.settings[name] != defaults[name] and moved.id != trial.id
+        assert settings_identity(moved.settings)[name] == moved.settings[name]
 
 
 @settings(max_examples=40, deadline=None)

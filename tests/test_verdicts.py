@@ -12,17 +12,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnnlab.experiments.runner import Experiment
+from rnnlab.experiments.statistics import compare_means, mean_std_interval
 from rnnlab.experiments.studies import EXPERIMENTS
 from rnnlab.experiments.verdicts import (
     NOT_REPRODUCED,
     REPRODUCED,
     Claim,
-    compare_samples,
+    Published,
     judge_claim,
     judge_published,
     verdict_table,
 )
-from rnnlab.report import RUNS_CSV, SETTING, verdict_cell
+from rnnlab.report import RUNS_CSV, SETTING, read_runs_csv, stored_verdicts, verdict_cell
+
+
+def compare_samples(a, b, count: bool = False):
+    """(difference, low, high, p, test) of Welch's comparison, as the measured reasons quote it."""
+    assert not count
+    r = compare_means(a, b)
+    return r.difference, r.low, r.high, r.p, r.test
 
 
 def _runs(**values) -> list[dict]:
@@ -38,12 +46,16 @@ def test_a_known_difference_is_reproduced():
     runs = _runs(a=1.0 + 0.1 * rng.normal(size=5), b=0.1 * rng.normal(size=5))
     v = judge_claim(CLAIM, runs)
     assert v.verdict == REPRODUCED and v.p_value < 0.001 and v.low < v.difference < v.high and v.low > 0
-    assert v.test == "Welch's t-test"
+    assert v.test == "Welch's t-test" and v.p_exact == pytest.approx(2 / 252) and v.prob_superiority == 1.0
 
 
-def test_equal_configurations_are_not_significant():
+def test_equal_configurations_are_not_significant_and_say_what_the_seeds_can_detect():
     v = judge_claim(CLAIM, _runs(a=[1, 2, 3, 4, 5], b=[5, 4, 3, 2, 1]))
     assert v.verdict == "not significant with 5 seeds" and v.p_value == pytest.approx(1.0) and v.low < 0 < v.high
+    assert v.prob_superiority == 0.5 and v.seeds_needed is None     # no difference: no number of seeds finds one
+    assert v.detectable == pytest.approx(2.0244 * np.std([1, 2, 3, 4, 5], ddof=1), abs=1e-3)
+    small = judge_claim(CLAIM, _runs(a=[1.0, 2.0, 3.0], b=[0.5, 1.5, 2.5]))
+    assert small.verdict == "not significant with 3 seeds" and small.seeds_needed == 64   # d = 0.5 sd
 
 
 def test_a_reversed_difference_is_not_reproduced():
@@ -61,39 +73,95 @@ def test_a_side_identical_in_every_seed_is_tested_without_a_warning():
         warnings.simplefilter("error")
         v = judge_claim(CLAIM, _runs(a=[0.6, 0.6, 0.6], b=[0.2, 0.3, 0.25]))
     assert v.verdict == REPRODUCED and v.low > 0 and v.test == "Welch's t-test"
-    d, low, high, p, _ = compare_samples(np.array([0.6, 0.6, 0.6]), np.array([0.2, 0.3, 0.25]), count=False)
+    d, low, high, p, _ = compare_samples(np.array([0.6, 0.6, 0.6]), np.array([0.2, 0.3, 0.25]))
     half = 4.302652729911275 * 0.05 / np.sqrt(3)   # t(0.975, df = 2) · s_b / √3 with s_b = 0.05
     assert (low, high) == pytest.approx((d - half, d + half))
+
+
+def test_no_spread_on_either_side_gives_the_exact_permutation_p_not_zero():
+    v = judge_claim(CLAIM, _runs(a=[0.6, 0.6, 0.6], b=[0.2, 0.2, 0.2]))
+    assert v.p_value == pytest.approx(2 / 20) and "permutation" in v.test
+    assert v.verdict == "not significant with 3 seeds"
+    five = judge_claim(CLAIM, _runs(a=[0.6] * 5, b=[0.2] * 5))
+    assert five.p_value == pytest.approx(2 / 252) and five.verdict == REPRODUCED
 
 
 def test_one_seed_cannot_be_tested():
     assert judge_claim(CLAIM, _runs(a=[3.0], b=[1.0])).verdict == "not significant with 1 seed"
 
 
-def test_counts_of_successful_trials_use_fishers_exact_test():
+def test_counts_of_successful_trials_use_an_exact_unconditional_test_whose_interval_agrees():
     claim = Claim("a solves more often", better="a", worse="b", metric="test_all_solved")
     v = judge_claim(claim, _runs(a=[1, 1, 1, 1, 1], b=[0, 0, 0, 0, 0]))
-    assert v.verdict == REPRODUCED and v.p_value == pytest.approx(2 / 252) and "Fisher" in v.test
-    assert "5 of 5" in v.evidence and "0 of 5" in v.evidence
+    assert v.verdict == REPRODUCED and v.p_value == pytest.approx(2 / 2 ** 10) and "Barnard" in v.test
+    assert "5 of 5" in v.evidence and "0 of 5" in v.evidence and v.low > 0
+    # Fisher's p = 0.17 and a Newcombe interval [0.03, 0.88] disagreed here; test and interval now agree
+    three = judge_claim(claim, _runs(a=[1, 1, 1, 0, 0], b=[0, 0, 0, 0, 0]))
+    assert three.verdict == "not significant with 5 seeds" and three.low < 0 < three.high
     assert judge_claim(claim, _runs(a=[1, 0, 0], b=[0, 0, 0])).verdict == "not significant with 3 seeds"
 
 
-def test_published_numbers_inside_and_outside_our_interval():
+def test_a_bimodal_metric_is_tested_as_a_count_at_the_declared_threshold():
+    claim = Claim("a learns it more often", "a", "b", "m", threshold=0.9)
+    runs = _runs(a=[0.99] * 10, b=[0.5, 0.99, 0.96, 0.45, 0.53, 0.5, 0.48, 0.97, 0.51, 0.5])
+    v = judge_claim(claim, runs)
+    assert "10 of 10 reach ≥ 0.9" in v.evidence and "3 of 10 reach ≥ 0.9" in v.evidence
+    assert v.difference == pytest.approx(0.7) and "Barnard" in v.test and v.verdict == REPRODUCED
+
+
+def test_a_difference_shown_below_the_smallest_effect_is_not_reproduced():
+    claim = Claim("a beats b by a lot", "a", "b", "m", smallest_effect=1.0)
+    rng = np.random.default_rng(1)
+    v = judge_claim(claim, _runs(a=rng.normal(0, 0.1, 10), b=rng.normal(0, 0.1, 10)))
+    assert v.verdict == NOT_REPRODUCED and "below the claim's smallest effect of interest 1" in v.reason
+
+
+def test_holm_adjusts_the_claims_of_a_study_as_one_family():
+    rng = np.random.default_rng(3)
+    runs = _runs(a=rng.normal(2.0, 1, 8), b=rng.normal(0, 1, 8), c=rng.normal(1.0, 1, 8), d=rng.normal(1.5, 1, 8))
+    claims = [Claim(f"a beats {k}", "a", k, "m") for k in "bcd"]
+    rows = verdict_table(claims, {}, {}, runs)
+    raw = [judge_claim(c, runs).p_value for c in claims]
+    order = np.argsort(raw)
+    assert rows[order[0]]["p_adjusted"] == pytest.approx(min(1.0, 3 * raw[order[0]]))
+    assert rows[order[2]]["p_adjusted"] == pytest.approx(max(r["p_adjusted"] for r in rows))
+    assert all(r["p_adjusted"] >= r["p_value"] for r in rows)
+    assert all((r["verdict"] == REPRODUCED) == (r["p_adjusted"] < 0.05) for r in rows)
+
+
+def test_published_numbers_match_differ_or_are_inconclusive_against_their_tolerance():
     runs = _runs(a=[0.93, 0.94, 0.92, 0.935, 0.925])
-    assert judge_published("a", "m", 0.93, runs).verdict == REPRODUCED
-    far = judge_published("a", "m", 0.80, runs, reason="trained longer")
-    assert far.verdict == NOT_REPRODUCED and far.reason == "trained longer" and far.low > 0
-    assert judge_published("a", "m", (0.90, 0.931), runs).verdict == REPRODUCED      # a range that overlaps
+    assert judge_published("a", "m", 0.93, runs).verdict == "matches (within ±0.0465)"      # m: 5% of 0.93
+    assert judge_published("a", "m", Published(0.93, 0.001, "x"), runs).verdict == "inconclusive with 5 seeds"
+    assert judge_published("a", "m", Published(0.93, 0.02, "the paper's spread"), runs).verdict == \
+        "matches (within ±0.02)"
+    far = judge_published("a", "m", Published(0.80, 0.02, "the paper's spread"), runs, reason="trained longer")
+    assert far.verdict == "differs: ours higher by 0.13" and far.reason == "trained longer" and far.low > 0
+    near = judge_published("a", "m", Published(0.95, 0.001, "x"), runs)
+    assert near.verdict == "differs: ours lower by 0.02"
     assert judge_published("a", "m", "a sentence", runs).verdict == "shown only"
-    solved = _runs(a=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0])
-    assert judge_published("a", "test_all_solved", (0.97, 1.0), solved).verdict == REPRODUCED
-    assert judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[0, 0, 0, 0, 1])).verdict == NOT_REPRODUCED
+    accuracy = [{"key": "a", "seed": s, "test_accuracy": v} for s, v in enumerate([0.93, 0.931, 0.929, 0.93])]
+    matched = judge_published("a", "test_accuracy", 0.932, accuracy)     # an accuracy: ± one point
+    assert matched.verdict == "matches (within ±0.01)" and matched.tolerance == 0.01
+    assert matched.prediction_low < 0.93 < matched.prediction_high
+
+
+def test_counts_against_a_published_rate_use_the_exact_binomial_interval():
+    assert judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[1] * 30)).verdict == "matches (within ±0.1)"
+    # 10 of 10: the 90% interval reaches 0.74, below 0.97 − 0.1
+    ten = judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[1] * 10))
+    assert ten.verdict == "inconclusive with 10 seeds"
+    few = judge_published("a", "test_all_solved", (0.97, 1.0), _runs(a=[0, 0, 0, 0, 1]))
+    assert few.verdict == "differs: ours lower by 0.77 (worse)"
+    none = judge_published("a", "test_all_solved", 0.0, _runs(a=[0, 0, 0, 0, 0]))
+    assert none.verdict == "inconclusive with 5 seeds" and none.high == pytest.approx(0.5218, abs=1e-4)
 
 
 @pytest.mark.parametrize("value, message", [
     ((None, None), "open at both ends"), ((0.9, 0.8), "low end 0.9 is above its high end 0.8"),
     ((0.8, 0.9, 1.0), "a range is (low, high)"), (("low", 0.9), "a range is (low, high)"),
-    ([0.8, 0.9], "expected a number"), (True, "expected a number"), (None, "expected a number")])
+    ([0.8, 0.9], "expected a number"), (True, "expected a number"), (None, "expected a number"),
+    (Published(0.9, -1.0, "x"), "tolerance must be a number ≥ 0"), (Published(0.9, 0.1, ""), "needs its reason")])
 def test_a_published_value_that_cannot_be_tested_is_a_clear_error_naming_its_key(value, message):
     with pytest.raises(ValueError, match=r"published\[\('a', 'm'\)\].*" + re.escape(message)):
         judge_published("a", "m", value, _runs(a=[0.9, 0.95]))
@@ -115,7 +183,7 @@ def test_welch_interval_and_p_value_agree(a, b):
     a, b = np.asarray(a), np.asarray(b)
     if a.std() < 1e-6 or b.std() < 1e-6:
         return
-    d, low, high, p, _ = compare_samples(a, b, count=False)
+    d, low, high, p, _ = compare_samples(a, b)
     assert low <= d <= high
     if abs(p - 0.05) > 1e-6:
         assert (p < 0.05) == (low > 0 or high < 0)
@@ -124,26 +192,16 @@ def test_welch_interval_and_p_value_agree(a, b):
 PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 
-def _published_runs(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{k: v if k in ("key", "group", "label") or v == "" else float(v) for k, v in row.items()}
-                for row in csv.DictReader(f)]
-
-
 @pytest.mark.parametrize("name", sorted(n for n in EXPERIMENTS if (PUBLISHED / n / RUNS_CSV[SETTING]).is_file()))
 def test_every_published_verdict_follows_from_the_runs_published_beside_it(name):
     """A reader can recompute each verdict of docs/results/NAME.md, its interval and p, from the per-run
     metrics beside it; and the page still says what today's verdict code and the study's claims give."""
-    exp, page = EXPERIMENTS[name], (PUBLISHED / f"{name}.md").read_text()
+    page = (PUBLISHED / f"{name}.md").read_text()
     checked = 0
     for label, file in RUNS_CSV.items():
         if not (PUBLISHED / name / file).is_file():
             continue
-        runs = _published_runs(PUBLISHED / name / file)
-        keys = {run["key"] for run in runs}     # tuned: the configurations the study tunes, and their claims
-        claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
-        published = {k: v for k, v in exp.published.items() if k[0] in keys}
-        for verdict in verdict_table(claims, published, exp.reasons, runs):
+        for verdict in stored_verdicts(EXPERIMENTS[name], read_runs_csv(PUBLISHED / name / file)):
             if verdict["verdict"] != "shown only":
                 assert f"{label}: **{verdict['verdict']}** ({verdict['evidence']})" in page, verdict["claim"]
                 assert verdict_cell(verdict) in page, verdict["claim"]
@@ -197,7 +255,7 @@ def test_the_polyphonic_reasons_cite_what_the_published_budget_maps_measured(dat
         changed = np.array([float(r["test_loss"]) for r in trials if r["cell"] == cell])
         base = np.array([float(r["test_loss"]) for r in setting if r["key"].startswith(f"{dataset}-{cell}-")])
         assert len(changed) == len(base) == 3
-        difference, low, high, p, _ = compare_samples(changed, base, count=False)
+        difference, low, high, p, _ = compare_samples(changed, base)
         assert (p < 0.05) == (cited == "interval"), (cell, p)
         if cited == "interval":
             assert f"{_two(difference, signed=True)} [{_two(low)}, {_two(high)}]".lstrip("+") in text, cell
@@ -268,7 +326,7 @@ def test_the_train_nll_reasons_cite_the_unit_count_maps(dataset, significant):
     assert " / ".join(f"{_mean_train_nll(bigger[c]):.2f}" for c in cells) in text
     for cell in cells:
         a, b = (np.array([float(r["train_loss"]) for r in rows]) for rows in (bigger[cell], ours[cell]))
-        difference, low, high, p, _ = compare_samples(a, b, count=False)
+        difference, low, high, p, _ = compare_samples(a, b)
         assert (p < 0.05) == (cell in significant), cell
         if cell in significant:
             assert f"{cell.upper()} {_two(difference, signed=True)} [{_two(low)}, {_two(high)}]" in text
@@ -287,7 +345,6 @@ def test_the_train_nll_reasons_cite_the_unit_count_maps(dataset, significant):
 
 def test_the_reasons_citing_the_data_maps_match_their_published_trials():
     from rnnlab.experiments.studies import COMPARE, MORE_STRINGS
-    from rnnlab.experiments.sweeps import mean_std_interval
 
     lstm = [r for r in _published_rows("embedded-reber-map-data/trials.csv") if r["cell"] == "lstm"]
     solved = {lr: f"{sum(float(r['test_all_solved']) for r in lstm if r['lr'] == lr):.0f} of "
@@ -346,7 +403,6 @@ def test_the_nlu_test_gap_cites_the_tuned_runs():
 
 def test_the_mean_sign_reasons_cite_the_data_map():
     from rnnlab.experiments.studies import MEAN_SIGN_TRAIN_GAP
-    from rnnlab.experiments.sweeps import mean_std_interval
 
     trials = _published_rows("mean-sign-map-data/trials.csv")
     sizes = sorted({int(r["n_train"]) for r in trials})
@@ -416,15 +472,17 @@ def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
 
 
 def test_a_range_open_at_one_end_is_at_most_or_at_least():
-    """S5's "orders of magnitude smaller" as log10 ≤ −2: our interval must reach into the open range."""
-    deep = _runs(a=[-3.1, -2.9, -3.3, -2.8])
-    shallow = _runs(a=[-1.1, -0.9, -1.0, -1.2])
-    at_most = judge_published("a", "m", (None, -2.0), deep)
-    assert at_most.verdict == REPRODUCED and at_most.claim == "a m ≤ -2 (published)"
-    assert judge_published("a", "m", (None, -2.0), shallow).verdict == NOT_REPRODUCED
-    assert judge_published("a", "m", (-2.0, None), shallow).verdict == REPRODUCED
-    at_least = judge_published("a", "m", (-2.0, None), deep)
-    assert at_least.verdict == NOT_REPRODUCED and at_least.claim == "a m ≥ -2 (published)"
+    """S5's "orders of magnitude smaller" as log10 ≤ −2: our interval must lie inside the open range."""
+    deep = [{"key": "a", "seed": s, "first_step_gradient_log10": v} for s, v in enumerate([-3.1, -2.9, -3.3, -2.8])]
+    shallow = [{"key": "a", "seed": s, "first_step_gradient_log10": v} for s, v in enumerate([-1.1, -0.9, -1.0, -1.2])]
+    metric = "first_step_gradient_log10"     # tolerance: half an order of magnitude
+    at_most = judge_published("a", metric, (None, -2.0), deep)
+    assert at_most.verdict == "matches (within ±0.5)"
+    assert at_most.claim == "a first step gradient log10 ≤ -2 (published)"
+    assert judge_published("a", metric, (None, -2.0), shallow).verdict == "differs: ours higher by 0.95"
+    assert judge_published("a", metric, (-2.0, None), shallow).verdict == "matches (within ±0.5)"
+    at_least = judge_published("a", metric, (-2.0, None), deep)
+    assert at_least.verdict == "differs: ours lower by 1.03"
     assert at_least.difference == pytest.approx(np.mean([-3.1, -2.9, -3.3, -2.8]) + 2.0)
 
 
@@ -463,7 +521,6 @@ def test_the_ptb_gru_note_cites_the_published_runs_at_epochs_2_and_4():
 
 def test_the_ptb_dev_reason_cites_the_published_runs_and_one_stream_evaluation():
     from rnnlab.experiments.studies import PTB_DEV_GAP, PTB_EPOCHS
-    from rnnlab.experiments.sweeps import mean_std_interval
 
     rows, published = _published_rows("ptb/runs.csv"), EXPERIMENTS["ptb"].published
     zaremba_dev, zaremba_test = published[("lstm", "dev_perplexity")], published[("lstm", "test_perplexity")]

@@ -266,22 +266,20 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
     from rnnlab.experiments.runner import run_experiment
     from rnnlab.report import summary_text, write_published, write_report
 
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
     if args.replicas and importlib.util.find_spec("jax") is None:
         raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
-    reuse_from = None
     if getattr(args, "tune", False):
         from rnnlab.experiments.sweeps import tune_experiment
 
-        reuse_from = Path(args.out) / exp.name   # a tuned configuration equal to the study's is not trained twice
         exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
                               address=args.address, workers=args.workers)
     if args.publish and args.quick:
         raise ValueError("--publish: quick runs are not published; drop --quick")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine,
-                             command=getattr(args, "command_line", ""), reuse_from=reuse_from)
+                             command=getattr(args, "command_line", ""))
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(summary_text(results))
@@ -331,8 +329,9 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _experiment_options(parser: argparse.ArgumentParser, seeds: int = 3) -> None:
-    parser.add_argument("--seeds", type=int, default=seeds, help="seeds per configuration")
+def _experiment_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the study's "
+                        "sequential plan where it has one, choosing seeds as results come in; else 3)")
     parser.add_argument("--workers", type=int, default=None, help="parallel worker processes (default: CPU cores)")
     parser.add_argument("--quick", action="store_true", help="shrink data and epochs to run in seconds (a first try; "
                         "the report says so)")
@@ -446,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Embedded Reber, the sign-of-the-mean task, the (l,k)-discrepancy and the "
                          "gradient through time, on built-in synthetic data (no download); writes "
                          "runs/compare/report.html.")
-    _experiment_options(cmp, seeds=5)
+    _experiment_options(cmp)
     cmp.set_defaults(run=_compare)
 
     sw = sub.add_parser("sweep", help="a search over settings declared in a TOML file, resumable, local or on Ray",

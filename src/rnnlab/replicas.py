@@ -300,7 +300,8 @@ def _fit_replicas(
         lr = jnp.asarray(lrs, dtype)
         active = jnp.asarray(active_now)
         tic = time.perf_counter()
-        groups = [splits["train"][min(r, len(splits["train"]) - 1)].batch_indices(config.batch_size, rng)
+        groups = [splits["train"][min(r, len(splits["train"]) - 1)].batch_indices(config.batch_size, rng,
+                                                                                  bucket=config.bucket)
                   for r, rng in enumerate(rngs)]
         if align_lengths:
             groups = _aligned(groups, padded["train"], shared_rng)

@@ -10,13 +10,17 @@ import importlib.metadata
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import read_calls
-from rnnlab.experiments.verdicts import COUNT_METRICS
+from rnnlab.experiments.statistics import detectable_difference, expected_max
+from rnnlab.metrics import is_count
 
 METRIC_NAMES = {
     "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
@@ -45,34 +49,71 @@ def _cell(row: dict, metric: str) -> str:
     if f"{metric}_mean" not in row:
         return "–"
     mean, std, n = row[f"{metric}_mean"], row[f"{metric}_std"], row.get(f"{metric}_n", row["seeds"])
-    if metric in COUNT_METRICS:   # trials that succeeded: a count, not a mean of 0/1
+    if is_count(metric):   # trials that succeeded: a count, not a mean of 0/1
         return f"{round(mean * n)} of {n}"
     if metric.startswith("seconds"):
         return f"{mean:.2g} ± {std:.1g}" if n > 1 else f"{mean:.2g}"
     return f"{_fmt(mean)} ± {_fmt(std)}" if n > 1 else _fmt(mean)
 
 
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.2g}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "" if low is None else f" [{_fmt(low)}, {_fmt(high)}]"
+
+
+def _power(v: dict[str, Any]) -> str:
+    """What the seeds can tell: seeds needed for the measured difference, the smallest detectable one."""
+    parts = []
+    if v.get("detectable") is not None and math.isfinite(v["detectable"]):
+        parts.append(f"detectable with 80% power: {_fmt(v['detectable'])}")
+    if v.get("seeds_needed") is not None and not v["verdict"].startswith(("reproduced", "not reproduced")):
+        parts.append(f"the measured difference needs ~{v['seeds_needed']} seeds a side")
+    return "; ".join(parts) or "–"
+
+
+def _prediction(v: dict[str, Any]) -> str:
+    """A single published run placed among ours: inside or outside one run's 95% prediction interval."""
+    if v.get("prediction_low") is None or v["difference"] is None:
+        return "–"
+    return f"[{_fmt(v['prediction_low'])}, {_fmt(v['prediction_high'])}]"
+
+
 def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for the claims and for the published numbers, verdict first."""
     out = []
-    for kind, title, header in (
-            ("claim", "Claims, tested over seeds",
-             ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p"]),
-            ("published", "Published numbers against ours",
-             ["verdict", "published", "ours", "ours − published [95% CI]", "test", "p", "measured reason"])):
-        rows = []
-        for v in results.get("verdicts", []):
-            if v["kind"] != kind:
-                continue
-            diff = "–" if v["difference"] is None else _fmt(v["difference"])
-            if v["low"] is not None:
-                diff += f" [{_fmt(v['low'])}, {_fmt(v['high'])}]"
-            p = "–" if v["p_value"] is None else f"{v['p_value']:.2g}"
-            row = [v["verdict"], v["claim"], v["evidence"], diff, v["test"], p]
-            rows.append(row + [v.get("reason", "")] if kind == "published" else row)
-        if rows:
-            out.append((title, header, rows))
+    claims = [[v["verdict"], v["claim"], v["evidence"], "–" if v["difference"] is None else
+               _fmt(v["difference"]) + _interval(v["low"], v["high"]), v["test"], _p(v["p_value"]),
+               _p(v.get("p_adjusted")), _p(v.get("p_exact")),
+               "–" if v.get("prob_superiority") is None else f"{v['prob_superiority']:.2f}", _power(v)]
+              for v in results.get("verdicts", []) if v["kind"] == "claim"]
+    if claims:
+        out.append(("Claims, tested over seeds",
+                    ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p", "p (Holm)",
+                     "p (exact permutation)", "P(A>B)", "power"], claims))
+    published = [[v["verdict"], v["claim"], v["evidence"], "–" if v["difference"] is None else
+                  _fmt(v["difference"]) + _interval(v["low"], v["high"]),
+                  "–" if v.get("tolerance") is None else f"±{v['tolerance']:.3g} ({v.get('tolerance_why', '')})",
+                  _prediction(v), v["test"], _p(v.get("p_adjusted")), v.get("reason", "")]
+                 for v in results.get("verdicts", []) if v["kind"] == "published"]
+    if published:
+        out.append(("Published numbers against ours",
+                    ["verdict", "published", "ours", "ours − published [95% CI]", "tolerance",
+                     "one run of ours (95% prediction)", "test", "p (Holm)", "measured reason"], published))
     return out
+
+
+def power_sentence(results: dict[str, Any]) -> str:
+    """The smallest difference the page's seeds detect, in standard deviations (Welch's test, 80% power)."""
+    n = results["seeds"]
+    if n < 2:
+        return "One seed per configuration: no difference can be tested."
+    return (f"With {n} seeds a side, a difference must be about {detectable_difference(n, n):.1f} standard deviations "
+            f"of the runs to be found with 80% power (two-sided α = 0.05); each claim's row gives that smallest "
+            f"detectable difference in its metric's units, and a 'not significant' one the seeds its measured "
+            f"spread would need.")
 
 
 def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -98,7 +139,11 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _seeds_sentence(results: dict[str, Any]) -> str:
-    if results["seeds"] == 1:
+    counts = sorted(set((results.get("seeds_by_key") or {}).values()))
+    if len(counts) > 1:
+        spread = (f"Seeds per configuration were chosen by the sequential plan: {counts[0]} to {counts[-1]} (the "
+                  "results table gives each); values are mean ± standard deviation over seeds.")
+    elif results["seeds"] == 1:
         spread = "Each configuration was trained with 1 seed: a single run, so the ± 0 below is no spread."
     else:
         spread = (f"Each configuration was trained with {results['seeds']} seeds; values are mean ± standard deviation "
@@ -114,9 +159,11 @@ def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     parts += [_seeds_sentence(results), ""]
     verdicts = verdict_tables(results)
     if verdicts:
-        parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
+        parts += ["## Verdicts", "", VERDICT_LEGEND, "", power_sentence(results), ""]
         for title, header, rows in verdicts:
             parts += [f"### {title}", "", _md_table(header, rows), ""]
+        if (exp_dir / CLAIMS_FIGURE).is_file():
+            parts += [f"![the runs behind each claim]({CLAIMS_FIGURE})", "", CLAIMS_CAPTION, ""]
     parts += ["## Results", "", _md_table(*results_table(results)), ""]
     if results["notes"]:
         parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
@@ -130,9 +177,17 @@ def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     return path
 
 
-VERDICT_LEGEND = ("reproduced: the claimed difference is significant in the claimed direction (p < 0.05), or the "
-                  "published number lies inside our 95% confidence interval; not reproduced: significant the other "
-                  "way, or outside the interval; not significant with N seeds: the test cannot tell.")
+VERDICT_LEGEND = (
+    "Claims: Holm's method over the study's claims (one family per setting) adjusts each p; the adjusted p decides. "
+    "reproduced: the claimed difference is significant in the claimed direction (adjusted p < 0.05); not reproduced: "
+    "significant the other way, or shown smaller than the claim's smallest effect of interest; not significant with "
+    "N seeds: the test cannot tell. Continuous metrics: Welch's t-test and interval, with the exact permutation p "
+    "beside it at ≤ 10 seeds a side; per-seed successes: the exact unconditional score test (Barnard) and the interval "
+    "that inverts it. P(A>B): the chance that a seed of the claimed better configuration beats one of the other, over "
+    "all pairs. Published numbers (their own Holm family): matches (within ±δ): two one-sided tests put our mean "
+    "inside the published value ± its tolerance δ; differs: our 95% interval lies beyond the tolerance; inconclusive "
+    "with N seeds: neither. A published figure is usually one run: the 95% prediction interval says where one of our "
+    "runs would fall.")
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
@@ -164,9 +219,14 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
     parts.append(f"<p>{html.escape(_seeds_sentence(results))}</p>")
     verdicts = verdict_tables(results)
     if verdicts:
-        parts += ["<section id='verdicts'><h2>Verdicts</h2>", f"<p>{e(VERDICT_LEGEND)}</p>"]
+        parts += ["<section id='verdicts'><h2>Verdicts</h2>", f"<p>{e(VERDICT_LEGEND)}</p>",
+                  f"<p>{e(power_sentence(results))}</p>"]
         for title, header, rows in verdicts:
             parts += [f"<h3>{e(title)}</h3>", _html_table(header, rows, "verdicts")]
+        if (exp_dir / CLAIMS_FIGURE).is_file():
+            data = base64.b64encode((exp_dir / CLAIMS_FIGURE).read_bytes()).decode()
+            parts.append(f"<figure><img alt='the runs behind each claim' src='data:image/png;base64,{data}'>"
+                         f"<figcaption>{e(CLAIMS_CAPTION)}</figcaption></figure>")
         parts.append("</section>")
     parts += ["<h2>Results</h2>", _html_table(*results_table(results), "results")]
     if results["notes"]:
@@ -191,6 +251,8 @@ def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
 def summary_text(results: dict[str, Any]) -> str:
     """What a terminal shows after a run: title, seeds, the verdicts, the results table, notes."""
     parts = [f"# {results['title']}", "", _seeds_sentence(results), ""]
+    if results.get("verdicts"):
+        parts += [power_sentence(results), ""]
     for title, header, rows in verdict_tables(results):
         parts += [f"{title}:", "", _md_table(header, rows), ""]
     parts += [_md_table(*results_table(results)), ""]
@@ -198,8 +260,22 @@ def summary_text(results: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+CLAIMS_FIGURE = "claims.png"
+CLAIMS_CAPTION = ("Each claim's runs, one dot per seed (the claimed better configuration first), the bar the mean: "
+                  "the distributions the verdicts rest on.")
+
+
+def claims_figure(verdicts: list[dict[str, Any]], path: Path) -> Path | None:
+    """The strip of per-seed dots of every tested claim (None when no claim has runs)."""
+    from rnnlab.analysis.plots import plot_claim_strips
+
+    rows = [v for v in verdicts if v["kind"] == "claim" and any(v.get("values", {}).values())]
+    return plot_claim_strips(rows, path) if rows else None
+
+
 def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Path]:
     exp_dir = Path(exp_dir)
+    claims_figure(results.get("verdicts", []), exp_dir / CLAIMS_FIGURE)
     return write_html(results, exp_dir), write_markdown(results, exp_dir)
 
 
@@ -215,7 +291,7 @@ SORTABLE = ("<script>document.querySelectorAll('table.sortable th').forEach(func
 
 def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     sampled = [k for k in summary["searched"] if all(k not in g["point"] for g in summary["groups"])]
-    shown = f"{summary['metric']} (trials)" if summary["metric"] in COUNT_METRICS else f"{summary['metric']} mean ± std"
+    shown = f"{summary['metric']} (trials)" if is_count(summary["metric"]) else f"{summary['metric']} mean ± std"
     header = ["group", *sampled, shown, "95% interval", "seeds finished", "configurations"]
     rows = []
     for group in summary["groups"]:
@@ -284,7 +360,7 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
                                            logx=log_axis)
         log_note = f"Log axis: {name} spans decades. " if log_axis else ""
         what = ("Each point is one trial (1: it solved every test string); the line joins the fraction of trials "
-                "that did at each value. " if summary["metric"] in COUNT_METRICS else
+                "that did at each value. " if is_count(summary["metric"]) else
                 "Each point is one trial (one seed); the line joins the means over seeds. ")
         figures.append({"title": f"{summary['metric']} against {name}", "path": str(path.relative_to(out_dir)),
                         "caption": f"{what}{log_note}Diverged and failed trials are not drawn."})
@@ -294,7 +370,7 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
 def _sweep_intro(summary: dict[str, Any]) -> list[str]:
     counts = {s: sum(r["status"] == s for r in summary["records"]) for s in ("ok", "diverged", "failed", "stopped")}
     stopped = f", {counts['stopped']} stopped early by ASHA" if counts["stopped"] else ""
-    count_metric = summary["metric"] in COUNT_METRICS
+    count_metric = is_count(summary["metric"])
     chosen = ("by the number of its trials that succeed" if count_metric else
               f"({summary['mode']}imised) as the mean over each configuration's seeds")
     intervals = ("Intervals are Wilson 95% intervals of the success rate" if count_metric else
@@ -384,11 +460,21 @@ def verdict_cell(v: dict[str, Any]) -> str:
     """One verdict in one table cell: the outcome first, then the numbers behind it."""
     text = f"**{v['verdict']}**: {v['evidence']}"
     if v["difference"] is not None:
-        text += f"; difference {_fmt(v['difference'])}"
-        if v["low"] is not None:
-            text += f" [{_fmt(v['low'])}, {_fmt(v['high'])}]"
+        text += f"; difference {_fmt(v['difference'])}" + _interval(v["low"], v["high"])
     if v["p_value"] is not None:
         text += f", p = {v['p_value']:.2g} ({v['test']})"
+    if v.get("p_adjusted") is not None and v["kind"] == "claim":
+        text += f", Holm-adjusted p = {v['p_adjusted']:.2g}"
+    if v.get("p_exact") is not None:
+        text += f", exact permutation p = {v['p_exact']:.2g}"
+    if v.get("prob_superiority") is not None:
+        text += f", P(A>B) = {v['prob_superiority']:.2f}"
+    if v["kind"] == "claim" and _power(v) != "–":
+        text += f"; {_power(v)}"
+    if v.get("tolerance") is not None:
+        text += f"; tolerance ±{v['tolerance']:.3g} ({v.get('tolerance_why', '')})"
+    if v.get("prediction_low") is not None:
+        text += f"; one run of ours, 95% prediction interval {_prediction(v)}"
     return text
 
 
@@ -463,6 +549,156 @@ def _in_short(variants: dict[str, dict[str, Any]]) -> list[str]:
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
+def _in_short_block(variants: dict[str, dict[str, Any]]) -> list[str]:
+    in_short = _in_short(variants)
+    return ["**In short**", ""] + [f"- {line}" for line in in_short] + [""] if in_short else []
+
+
+def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir: Path) -> list[str]:
+    """The page's '## Verdicts' section: the legend, what the seeds can detect, the claims and published
+    numbers side by side, and each variant's strip of per-seed dots (written into ``figures_dir``)."""
+    claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
+    if not claims and not published:
+        return []
+    parts = ["## Verdicts", "", VERDICT_LEGEND, ""]
+    sentences = {label: power_sentence(results) for label, results in variants.items()}
+    if len(set(sentences.values())) == 1:
+        parts += [next(iter(sentences.values())), ""]
+    else:
+        parts += [f"- {label}: {sentence}" for label, sentence in sentences.items()] + [""]
+    if claims:
+        parts += ["### Claims, tested over seeds", "", _md_table(["claim", *variants], claims), ""]
+        for label, results in variants.items():
+            target = figures_dir / (("tuned-" if label == TUNED else "") + CLAIMS_FIGURE)
+            if claims_figure(results.get("verdicts", []), target) is not None:
+                parts += [f"![the runs behind each claim, {label}]({name}/{target.name})", "",
+                          f"{CLAIMS_CAPTION} ({label})", ""]
+    if published:
+        parts += ["### Published numbers against ours", "",
+                  _md_table(["published", *variants, "measured reason"], published), ""]
+    return parts
+
+
+def stored_verdicts(exp: Any, runs: list[dict]) -> list[dict]:
+    """The verdicts of a study from its stored per-run metrics (``NAME/runs.csv``): the claims and
+    published numbers whose configurations the runs hold (a tuned run holds only those it tunes)."""
+    from rnnlab.experiments.verdicts import verdict_table
+
+    keys = {run["key"] for run in runs}
+    claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
+    published = {k: v for k, v in exp.published.items() if k[0] in keys}
+    return verdict_table(claims, published, exp.reasons, runs)
+
+
+def read_runs_csv(path: str | Path) -> list[dict]:
+    """A published runs.csv: one dict per run, numbers as floats (an empty cell left out)."""
+    with open(path, newline="") as f:
+        return [{k: v if k in ("key", "group", "label") else float(v) for k, v in row.items() if v != ""}
+                for row in csv.DictReader(f)]
+
+
+def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
+    """Recompute the verdicts of the published page ``dest/NAME.md`` from the runs published beside it
+    (``NAME/runs.csv``, ``NAME/tuned-runs.csv``) with today's statistics, and rewrite its 'In short' and
+    'Verdicts' sections (and the claims' strips of dots); the rest of the page, measured then, stays."""
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    dest = Path(dest)
+    page, exp = dest / f"{name}.md", EXPERIMENTS[name]
+    variants: dict[str, dict[str, Any]] = {}
+    for label, file in RUNS_CSV.items():
+        if (dest / name / file).is_file():
+            runs = read_runs_csv(dest / name / file)
+            seeds = min(sum(r["key"] == key for r in runs) for key in {r["key"] for r in runs})
+            variants[label] = {"verdicts": stored_verdicts(exp, runs), "seeds": seeds}
+    if not variants:
+        raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
+    text = page.read_text()
+    title, rest = text.split("\n", 1)
+    body = rest[rest.index("Study: "):]
+    start = body.index("## Verdicts") if "## Verdicts" in body else None
+    if start is not None:
+        end = body.index("\n## ", start + 1) + 1
+        body = body[:start] + "\n".join(_verdicts_block(variants, name, dest / name)) + "\n" + body[end:]
+    page.write_text("\n".join([title, "", *_in_short_block(variants)]) + "\n" + body)
+    return page
+
+
+SEARCH_TRIALS = "search-trials.csv"     # every trial of the tuned page's searches, beside the page
+
+
+def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
+    """The searches' trials (``NAME-tuned/search/KEY/trials.csv``) as one file with a ``configuration``
+    column; None when no search is stored."""
+    rows = []
+    for path in sorted(search_dir.glob("*/trials.csv")):
+        with open(path, newline="") as f:
+            rows += [{"configuration": path.parent.name, **row} for row in csv.DictReader(f)]
+    if not rows:
+        return None
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(target, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return target
+
+
+def expected_best(trials_csv: Path, metric: str, higher_is_better: bool) -> dict[str, np.ndarray]:
+    """Per tuned configuration, Dodge et al.'s expected best score of its search after n = 1…N trials,
+    a trial being one searched setting scored by its mean over seeds (failed seeds left out)."""
+    with open(trials_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    curves = {}
+    for key in dict.fromkeys(r["configuration"] for r in rows):
+        mine = [r for r in rows if r["configuration"] == key and r.get("status", "ok") == "ok" and r.get(metric)]
+        columns = list(mine[0]) if mine else []
+        searched = columns[columns.index("id") + 1:columns.index("seed")] if "seed" in columns else []
+        scores: dict[tuple, list[float]] = {}
+        for r in mine:
+            scores.setdefault(tuple(r[c] for c in searched), []).append(float(r[metric]))
+        if scores:
+            curves[key] = expected_max([float(np.mean(v)) for v in scores.values()],
+                                       higher_is_better=higher_is_better)
+    return curves
+
+
+def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str) -> list[str]:
+    """The tuned page's 'Tuning budget' section: the expected best dev score of each configuration's
+    search against the number of trials, and whether the configurations' order depends on the budget."""
+    from rnnlab.analysis.plots import plot_learning_curves
+
+    metric = re.search(r'metric\s*=\s*"(\w+)"', exp.search).group(1)
+    higher = re.search(r'mode\s*=\s*"(\w+)"', exp.search).group(1) == "max"
+    curves = expected_best(trials_csv, metric, higher)
+    if not curves:
+        return []
+    path = plot_learning_curves({k: (np.arange(1, len(c) + 1), c) for k, c in curves.items()},
+                                figures_dir / "tuned-expected-best.png", "trials of the search (n)",
+                                f"expected best {metric}", "Expected best score against the tuning budget")
+    lines = [f"{key}: {_fmt(c[0])} after 1 trial → {_fmt(c[-1])} after {len(c)}" for key, c in curves.items()]
+    width = min(len(c) for c in curves.values())
+    sign = -1 if higher else 1
+
+    def order(n: int) -> list[str]:
+        return sorted(curves, key=lambda k: sign * curves[k][n - 1])
+
+    crossing = [n for n in range(2, width + 1) if order(n) != order(n - 1)]
+    still = [k for k, c in curves.items() if len(c) > 1 and abs(c[-1] - c[-2]) > 0.01 * max(abs(c[0] - c[-1]), 1e-12)]
+    finding = (f"which configuration's search finds the best {metric} depends on the budget: the order changes at n = "
+               f"{', '.join(map(str, crossing))} (from {', '.join(order(1))} to {', '.join(order(width))})"
+               if crossing and len(curves) > 1 else
+               f"the order ({', '.join(order(width))}) is the same at every budget from 1 to {width} trials"
+               if len(curves) > 1 else "one configuration tuned")
+    improving = (f"; still improving at the last trial (more than 1% of its gain): {', '.join(still)}" if still
+                 else "; every curve has flattened by its last trial")
+    return ["## Tuning budget", "",
+            f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. 2019; a "
+            f"trial is one searched setting, scored by its mean over the search's seeds; every trial: "
+            f"[{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: {finding}{improving}.", "",
+            f"![expected best against the budget]({name}/{path.name})", ""]
+
+
 def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
     """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
@@ -485,12 +721,8 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         shutil.rmtree(figures_dir)
     figures_dir.mkdir(parents=True)
     search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
-    claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
-    parts = [f"# {first['title'].removesuffix(' (tuned)')}", ""]
-    in_short = _in_short(variants)
-    if in_short:
-        parts += ["**In short**", ""] + [f"- {line}" for line in in_short] + [""]
-    parts += [f"Study: {first['study']}. {first['about']}", "",
+    parts = [f"# {first['title'].removesuffix(' (tuned)')}", "", *_in_short_block(variants),
+             f"Study: {first['study']}. {first['about']}", "",
               _md_table(["", *variants], _compute_rows(variants, search)), ""]
     per_run = []
     for label, folder in folders.items():   # what a reader needs to recompute every verdict below
@@ -499,13 +731,13 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         per_run.append(f"[{label}]({name}/{target.name})")
     parts += [f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
               f"{' · '.join(per_run)}.", ""]
-    if claims or published:
-        parts += ["## Verdicts", "", VERDICT_LEGEND, ""]
-    if claims:
-        parts += ["### Claims, tested over seeds", "", _md_table(["claim", *variants], claims), ""]
-    if published:
-        parts += ["### Published numbers against ours", "",
-                  _md_table(["published", *variants, "measured reason"], published), ""]
+    parts += _verdicts_block(variants, name, figures_dir)
+    trials = copy_search_trials(out_root / f"{name}-tuned" / "search", figures_dir / SEARCH_TRIALS) \
+        if TUNED in variants else None
+    if trials is not None:
+        from rnnlab.experiments.studies import EXPERIMENTS
+
+        parts += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
     common = [n for n in first["notes"] if all(n in results["notes"] for results in variants.values())]
     for label, results in variants.items():
         parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",

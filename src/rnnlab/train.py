@@ -63,6 +63,7 @@ class TrainConfig:
     early_stopping: int | None = None    # stop after this many epochs without a dev improvement
     min_delta: float = 1e-4              # what counts as an improvement
     loss_normalization: str = "token"    # token: mean over positions; sequence: per-sequence sums averaged (S4)
+    bucket: bool = True                  # length-bucketed training batches; False: a plain shuffle (S4)
     seed: int = 0
     threads: int | None = None           # BLAS threads; None: chosen from the model's size (engines.threads)
     progress: bool = True
@@ -318,7 +319,7 @@ def fit(
             tic = time.perf_counter()
             stats, sequences, state = [], 0, None
             bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
-            for b, batch in enumerate(train.batches(config.batch_size, rng)):
+            for b, batch in enumerate(train.batches(config.batch_size, rng, bucket=config.bucket)):
                 clean = None
                 if config.weight_noise:
                     clean = {k: p.copy() for k, p in model.params.items()}

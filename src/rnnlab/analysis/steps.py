@@ -29,6 +29,7 @@ from rnnlab.analysis.run import (
     write_reber_readout,
 )
 from rnnlab.data.tasks import get_task
+from rnnlab.metrics import metric as metric_info
 from rnnlab.train import evaluate
 
 CELL_NAMES = {"rnn": "vanilla", "gru": "GRU", "lstm": "LSTM"}
@@ -197,7 +198,8 @@ class GradientDistribution:
         medians = ", ".join(f"{n} {v['q50']:.2e}" for n, v in s.items())
         small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
         figure_seed = {key: s[name]["q50"] for name, key in self.models.items()}    # seed 0, measured above
-        run_metrics = {(spec.key, run["seed"]): {"gradient_median": figure_seed[spec.key] if run["seed"] == 0 else
+        shown = ctx.first_seed
+        run_metrics = {(spec.key, run["seed"]): {"gradient_median": figure_seed[spec.key] if run["seed"] == shown else
                                                  gradient_distribution(model, task.splits["train"], examples)
                                                  ["summary"]["q50"]}
                        for spec, run, task, model in trained_runs(ctx, tuple(self.models.values()))}
@@ -274,8 +276,10 @@ class HistoryAt:
             for run in ctx.runs})
 
 
-def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and mean ± std over seeds at each point; runs that stopped early count until their end."""
+def seed_band(curves: list[list[float]], bounds: tuple[float, float] | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and mean ± std over seeds at each point, the band kept inside the metric's ``bounds`` (an
+    accuracy's band does not pass 1); runs that stopped early count until their end."""
     width = max(len(c) for c in curves)
     padded = np.full((len(curves), width), np.nan)
     for i, c in enumerate(curves):
@@ -285,7 +289,10 @@ def seed_band(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.nda
     several = np.sum(~np.isnan(padded), axis=0) > 1     # where one seed is left, the band is its curve
     if several.any():
         std[several] = np.nanstd(padded[:, several], axis=0, ddof=1)
-    return mean, mean - std, mean + std
+    low, high = mean - std, mean + std
+    if bounds is not None:
+        low, high = np.clip(low, *bounds), np.clip(high, *bounds)
+    return mean, low, high
 
 
 @dataclass(frozen=True)
@@ -313,7 +320,8 @@ class LearningCurves:
                 if group is not None and spec.group != group:
                     continue
                 runs = [r for r in ctx.runs if r["key"] == spec.key]
-                mean, low, high = seed_band([[h[self.metric] for h in r["history"]] for r in runs])
+                mean, low, high = seed_band([[h[self.metric] for h in r["history"]] for r in runs],
+                                            metric_info(self.metric).bounds)
                 x = (seed_band([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])[0]
                      if self.against == "seconds" else np.arange(1, len(mean) + 1))
                 curves[spec.label if group is not None or self.groups else f"{spec.label} ({spec.group})"] = (
@@ -355,7 +363,8 @@ class RobustnessMap:
             mean = np.array([np.mean(v) for v in by_x])
             std = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in by_x])
             name = next(r["label"] for r in runs if r["settings"]["cell"] == cell).split("-lr")[0]
-            curves[name] = (xs, mean, mean - std, mean + std)
+            bounds = metric_info(self.metric).bounds or (-np.inf, np.inf)
+            curves[name] = (xs, mean, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds))
             solved = [[r[self.count_metric] for r in runs if r["settings"]["cell"] == cell
                        and r["settings"][self.setting] == x] for x in xs]
             counts[name] = (xs, [np.mean(v) for v in solved])

@@ -79,21 +79,24 @@ class SequenceData:
         return Batch(x, y, None if full else mask)
 
     def batches(self, batch_size: int, rng: np.random.Generator | None = None,
-                by_length: bool = False) -> Iterator[Batch]:
-        """All sequences once: shuffled and bucketed when ``rng`` is given (training), else in
-        order, or grouped by length with ``by_length`` (evaluation: sums need no order, and
-        sequences of one length pad nothing)."""
-        for index in self.batch_indices(batch_size, rng, by_length):
+                by_length: bool = False, bucket: bool = True) -> Iterator[Batch]:
+        """All sequences once: shuffled when ``rng`` is given (training) and, with ``bucket``,
+        length-bucketed; else in order, or grouped by length with ``by_length`` (evaluation: sums
+        need no order, and sequences of one length pad nothing)."""
+        for index in self.batch_indices(batch_size, rng, by_length, bucket):
             yield self.batch(index)
 
     def batch_indices(self, batch_size: int, rng: np.random.Generator | None = None,
-                      by_length: bool = False) -> list[np.ndarray]:
-        """The sequence indices of each batch of ``batches`` (same draws from ``rng``)."""
+                      by_length: bool = False, bucket: bool = True) -> list[np.ndarray]:
+        """The sequence indices of each batch of ``batches`` (same draws from ``rng``). Without
+        ``bucket``, a plain shuffle: each batch a random draw of sequences, as S4's course code does."""
         n = len(self)
         if rng is None:
             order = np.argsort(self.lengths, kind="stable") if by_length else np.arange(n)
             return [order[i:i + batch_size] for i in range(0, n, batch_size)]
         order = rng.permutation(n)
+        if not bucket:
+            return [order[i:i + batch_size] for i in range(0, n, batch_size)]
         pool = batch_size * 50
         groups = []
         for start in range(0, n, pool):
@@ -128,7 +131,7 @@ class StreamData:
         return math.ceil(((len(self.tokens) - 1) // batch_size) / self.bptt)
 
     def batches(self, batch_size: int, rng: np.random.Generator | None = None,
-                by_length: bool = False) -> Iterator[Batch]:
+                by_length: bool = False, bucket: bool = True) -> Iterator[Batch]:
         """The chunks in stream order, always: the state carries from one to the next."""
         x, y = self._layout(batch_size)
         for i, start in enumerate(range(0, x.shape[0], self.bptt)):

@@ -23,13 +23,16 @@ STUDY_DEFAULTS: dict[str, dict[str, Any]] = {
     "embedded-reber": {"cell": "rnn", "activation": "sigmoid", "hidden": 18, "init": "normal", "init_scale": 1.0,
                        "optimizer": "adam", "lr": 0.01, "batch_size": 16, "epochs": 100},
     # S4 (the course's train()): no bias anywhere, every matrix randn·√0.1, SGD on each sentence's summed
-    # loss averaged over batches of 100 sentences, lr0 · 5 / (5 + epoch)
+    # loss averaged over batches of 100 sentences drawn by a plain shuffle (no length buckets: under the summed
+    # loss a batch of the longest sentences takes the largest step), lr0 · 5 / (5 + epoch)
     "nlu-lm": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
                "init_scale": 0.1 ** 0.5, "optimizer": "sgd", "lr": 0.5, "batch_size": 100, "schedule": "anneal",
-               "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10, "back_steps": 0},
+               "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10, "back_steps": 0,
+               "bucket": False},
     "nlu-agreement": {"cell": "rnn", "activation": "sigmoid", "hidden": 50, "bias": False, "init": "normal",
                       "init_scale": 0.1 ** 0.5, "optimizer": "sgd", "lr": 0.5, "batch_size": 100,
-                      "schedule": "anneal", "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10},
+                      "schedule": "anneal", "anneal": 5.0, "loss_normalization": "sequence", "epochs": 10,
+                      "bucket": False},
     # Zaremba et al. 2014 small (their Lua code): 2×200 LSTM, two biases per gate (input and recurrent
     # nn.Linear), every parameter U(±0.1) (no forget-gate bias of 1), SGD lr 1, clip 5, batch 20, ×0.5 per
     # epoch after epoch 4. Their loss is summed over the 20 unrolled steps (averaged over the batch); ours is

@@ -36,8 +36,11 @@ from rnnlab.experiments.settings import (
     load_trained,
     train_config,
 )
-from rnnlab.experiments.verdicts import Claim, check_published, verdict_table
+from rnnlab.experiments.statistics import SequentialPlan, mean_std
+from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.train import CHECKPOINT, load_checkpoint
+
+TUNED_FIRST_SEED = 1000     # tuned runs' seeds: far from any search's (a search trains seeds 0, 1, …)
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Context:
     specs: list[RunSpec]
     runs: list[dict]
     quick: bool
+    first_seed: int = 0     # the seed the analyses' figures show (a tuned study starts past the search's)
 
     def job_dir(self, spec: RunSpec, seed: int = 0) -> Path:
         return self.exp_dir / "jobs" / f"{spec.key}-s{seed}"
@@ -77,8 +81,9 @@ class Context:
     def spec(self, key: str) -> RunSpec:
         return next(s for s in self.specs if s.key == key)
 
-    def load(self, key: str, seed: int = 0, task=None):
-        """(task, model) of a finished job with its best-dev (or last) parameters."""
+    def load(self, key: str, seed: int | None = None, task=None):
+        """(task, model) of a finished job with its best-dev (or last) parameters (default: the first seed)."""
+        seed = self.first_seed if seed is None else seed
         trained = load_trained(self.job_dir(self.spec(key), seed) / CHECKPOINT, task=task)
         return trained.task, trained.model
 
@@ -91,7 +96,11 @@ class Experiment:
     analysis steps it runs after training (``rnnlab.analysis.steps``), fixed notes, and the study's
     search (``search``: a sweep file's text without task and settings, see ``rnnlab.experiments.sweeps``;
     ``reproduce NAME --tune`` runs it for each configuration in ``tune`` (default: all) and trains
-    those, with the claims and published numbers that concern only them)."""
+    those, with the claims and published numbers that concern only them). ``sequential``: a
+    group-sequential plan that chooses the seeds of the claims' configurations as results come in
+    (``statistics.SequentialPlan``), used unless a fixed number of seeds is asked for. ``first_seed``:
+    seeds are first_seed, first_seed + 1, …; a tuned study starts at ``TUNED_FIRST_SEED``, so that
+    its runs are never the search's own (the seeds that won the selection would flatter the winner)."""
 
     name: str
     title: str
@@ -106,6 +115,8 @@ class Experiment:
     notes: list[str] = field(default_factory=list)
     search: str = ""
     tune: list[str] | None = None
+    sequential: SequentialPlan | None = None
+    first_seed: int = 0
 
     def __post_init__(self) -> None:
         for (key, metric), value in self.published.items():
@@ -213,11 +224,6 @@ def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = 
                 _progress(i, total, started[future], f"trained in {result['seconds_total']:.1f} s")
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-
-
 def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> list[dict]:
     """Per configuration: parameter count, seeds, and mean/std of every metric over seeds."""
     rows = []
@@ -228,23 +234,21 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
         for metric in metrics:
             values = [r[metric] for r in mine if r.get(metric) is not None and math.isfinite(r[metric])]
             if values:
-                row[f"{metric}_mean"], row[f"{metric}_std"] = _mean_std(values)
+                row[f"{metric}_mean"], row[f"{metric}_std"] = mean_std(values)
                 row[f"{metric}_n"] = len(values)
         rows.append(row)
     return rows
 
 
-def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 3, workers: int | None = None,
+def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | None = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
-                   replicas: bool = False, engine: str | None = None, command: str = "",
-                   reuse_from: str | Path | None = None) -> dict[str, Any]:
+                   replicas: bool = False, engine: str | None = None, command: str = "") -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
     analyses, and write results.json / results.csv. Returns the results dict (the report's input).
-    ``engine``: train every configuration on this engine (default: the settings' default engine);
-    ``command``: the command line that asked for it, kept in the results; ``reuse_from``: the folder
-    of another run of the study (the study's setting, for a tuned run), whose finished job with
-    exactly a job's settings and seed is copied instead of trained again (a run is deterministic
-    given both), unless ``force``."""
+    ``seeds``: per configuration; None: the experiment's sequential plan chooses them (its first look
+    for every configuration, more only for the configurations of claims still undecided), or 3 when it
+    has none. ``engine``: train every configuration on this engine (default: the settings' default
+    engine); ``command``: the command line that asked for it, kept in the results."""
     exp_dir = Path(out_root) / exp.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
@@ -253,65 +257,58 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")
-    context = Context(exp_dir, specs, [], quick)
-    reusable = {} if force or reuse_from is None else _finished_jobs(Path(reuse_from))
-    jobs, skipped, resumed, copied = [], 0, 0, 0
-    for spec in specs:
-        for seed in range(seeds):
-            job_dir = context.job_dir(spec, seed)
-            if force and job_dir.exists():
-                shutil.rmtree(job_dir)
-            stored = _stored_settings(job_dir)
-            if stored is not None and stored != json.loads(json.dumps(spec.full_settings(seed))):
-                shutil.rmtree(job_dir)  # the spec changed since this job ran (e.g. --quick against a full run)
-            elif (job_dir / "result.json").is_file():
-                skipped += 1
-                continue
-            same = reusable.get(_settings_key(spec.full_settings(seed)))
-            if same is not None and stored is None:
-                shutil.copytree(same, job_dir)
-                copied += 1
-                continue
-            if stored is not None:
-                resumed += 1
-            jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
+    plan = exp.sequential if seeds is None and not quick and exp.claims else None
+    first = plan.looks[0] if plan else (seeds or (exp.sequential.looks[0] if exp.sequential else 3))
+    counts = {key: first for key in keys}
+    context = Context(exp_dir, specs, [], quick, exp.first_seed)
     workers = workers or cpu_cores()
-    if progress:
-        copies = f", {copied} copied from {reuse_from}" if reuse_from is not None else ""
-        print(f"{exp.name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
-              f"already done{copies}, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     started = time.perf_counter()
-    run_jobs(jobs, workers, progress, replicas)
+    if force and (exp_dir / "jobs").exists():
+        shutil.rmtree(exp_dir / "jobs")
+    trained, decided = 0, {}
+    for look, n in enumerate(plan.looks if plan else (first,)):
+        for key in keys if look == 0 else _undecided_keys(exp.claims, decided):
+            counts[key] = max(counts[key], n)
+        trained += _train(context, counts, workers, progress, replicas, exp.name)
+        if plan is None:
+            break
+        runs = _load_runs(context, counts)
+        open_claims = [c for c in exp.claims if c.text not in decided]
+        for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims},
+                                 level=plan.level):
+            if row["verdict"] in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
+                decided[row["claim"]] = dict(row, look=look + 1, level=plan.level)
+        if progress:
+            print(f"{exp.name}: look {look + 1} of {len(plan.looks)} at {n} seeds: {len(decided)} of "
+                  f"{len(exp.claims)} claims decided", file=sys.stderr)
+        if len(decided) == len(exp.claims):
+            break
 
-    runs = []
-    for spec in specs:
-        for seed in range(seeds):
-            result = json.loads((context.job_dir(spec, seed) / "result.json").read_text())
-            metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            history = result.get("history", [])
-            metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history])) if history else None
-            runs.append({"key": spec.key, "group": spec.group, "label": spec.label, "seed": seed, **metrics,
-                         "settings": complete_settings(result["run"]["settings"]), "history": history})
+    runs = _load_runs(context, counts)
     context.runs = runs
     found = run_steps(exp.analyses, context)
     for run in runs:
         run.update(found.run_metrics.get((run["key"], run["seed"]), {}))
-    same = [f"{r['key']} seed {r['seed']}" for r in runs if _settings_key(r["settings"]) in reusable]
-    if same:
-        found.notes.append(f"{len(same)} of {len(runs)} runs have exactly the settings and seed of runs in "
-                           f"{reuse_from} ({', '.join(same)}): their results are those runs', copied, not trained "
-                           "again.")
+    if plan:
+        claim_rows = [decided[c.text] for c in exp.claims]
+        verdicts = claim_rows + verdict_table([], exp.published, exp.reasons, runs)
+        found.notes.append(_plan_note(plan, claim_rows))
+    else:
+        verdicts = verdict_table(exp.claims, exp.published, exp.reasons, runs)
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
-        "seeds": seeds, "metrics": exp.metric_names, "seconds": time.perf_counter() - started,
+        "seeds": min(counts.values()), "seeds_by_key": counts, "metrics": exp.metric_names,
+        "seconds": time.perf_counter() - started,
         "command": command, "date": time.strftime("%Y-%m-%d"), "version": importlib.metadata.version("rnnlab"),
-        "cores": cpu_cores(), "trained_now": len(jobs),
+        "cores": cpu_cores(), "trained_now": trained,
         "compute_seconds": sum(r.get("seconds_total") or 0.0 for r in runs),
         "configurations": [{"key": s.key, "group": s.group, "label": s.label, "task": s.task,
                             "settings": s.settings, "task_options": s.task_options} for s in specs],
         "summary": aggregate_seeds(specs, runs, exp.metric_names),
-        "published": [{"key": k, "metric": m, "value": v} for (k, m), v in exp.published.items()],
-        "verdicts": verdict_table(exp.claims, exp.published, exp.reasons, runs),
+        "published": [{"key": k, "metric": m, "value": getattr(v, "value", v)} for (k, m), v in exp.published.items()],
+        "verdicts": verdicts,
+        "sequential": None if plan is None else {"looks": list(plan.looks), "alpha": plan.alpha,
+                                                 "level": plan.level},
         "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
         "histories": {f"{r['key']}-s{r['seed']}": r["history"] for r in runs},
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
@@ -326,3 +323,55 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int = 
         writer.writeheader()
         writer.writerows(results["runs"])
     return results
+
+
+def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:
+    return {key for c in claims if c.text not in decided for key in (c.better, c.worse)}
+
+
+def _plan_note(plan: SequentialPlan, rows: list[dict]) -> str:
+    at = "; ".join(f"{row['seeds']} seeds: {row['claim'][:60]}{'…' if len(row['claim']) > 60 else ''}"
+                   for row in rows)
+    return (f"Seeds chosen by a group-sequential plan: looks after {', '.join(map(str, plan.looks))} seeds per "
+            f"configuration, each claim tested at α = {plan.alpha:g}/{len(plan.looks)} = {plan.level:.4f} per look "
+            f"(Holm within a look), more seeds only for the claims still undecided; the union bound keeps the "
+            f"chance of any false 'reproduced' ≤ {plan.alpha:g}. Decided at {at}.")
+
+
+def _seeds(context: Context, count: int) -> range:
+    return range(context.first_seed, context.first_seed + count)
+
+
+def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, replicas: bool, name: str) -> int:
+    """Train the jobs of ``counts[key]`` seeds per configuration that are not stored yet; returns how many."""
+    jobs, skipped, resumed = [], 0, 0
+    for spec in context.specs:
+        for seed in _seeds(context, counts[spec.key]):
+            job_dir = context.job_dir(spec, seed)
+            stored = _stored_settings(job_dir)
+            if stored is not None and stored != json.loads(json.dumps(spec.full_settings(seed))):
+                shutil.rmtree(job_dir)  # the spec changed since this job ran (e.g. --quick against a full run)
+            elif (job_dir / "result.json").is_file():
+                skipped += 1
+                continue
+            if stored is not None:
+                resumed += 1
+            jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
+    if progress:
+        print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
+              f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
+    run_jobs(jobs, workers, progress, replicas)
+    return len(jobs)
+
+
+def _load_runs(context: Context, counts: dict[str, int]) -> list[dict]:
+    runs = []
+    for spec in context.specs:
+        for seed in _seeds(context, counts[spec.key]):
+            result = json.loads((context.job_dir(spec, seed) / "result.json").read_text())
+            metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            history = result.get("history", [])
+            metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history])) if history else None
+            runs.append({"key": spec.key, "group": spec.group, "label": spec.label, "seed": seed, **metrics,
+                         "settings": complete_settings(result["run"]["settings"]), "history": history})
+    return runs

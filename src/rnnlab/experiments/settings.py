@@ -105,6 +105,8 @@ def settings_table() -> list[Setting]:
         Setting("loss_normalization", "token", str, "what the training loss is divided by: token (the mean over "
                 "predicted positions) or sequence (each sequence's summed loss, averaged over the batch: S4)",
                 ("token", "sequence")),
+        Setting("bucket", True, _bool, "length-bucketed training batches: a shuffled pool of 50 batches sorted by "
+                "length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
         Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
@@ -149,7 +151,7 @@ def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
 # Settings added after stored results existed, each defaulting to the behaviour those results had. Ids hashed
 # from settings (a sweep's trials) leave them out while they hold that default, so gaining a setting keeps
 # every stored trial's id; stored settings are read with them filled in (complete_settings).
-LATER_SETTINGS = ("forget_bias",)
+LATER_SETTINGS = ("forget_bias", "bucket")
 
 
 def settings_identity(settings: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from rnnlab.analysis.steps import (
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.experiments.runner import Experiment, RunSpec
+from rnnlab.experiments.statistics import SequentialPlan
 from rnnlab.experiments.verdicts import Claim
 
 # -- the searches of ``reproduce NAME --tune`` (sweep files without task and settings) ---------------
@@ -47,7 +48,7 @@ lr = { loguniform = [1e-4, 1e-1] }
 SGD_LR_SEARCH = """
 metric = "dev_loss"
 mode = "min"
-seeds = 1
+seeds = 2
 samples = 6
 [search]
 lr = { loguniform = [0.05, 5.0] }
@@ -122,6 +123,16 @@ MEAN_SIGN = Experiment(
 MORE_STRINGS = ("with 2,048 training strings and the same training the LSTM solves 10 of 10 trials at lr 0.03 (9 and "
                 "8 of 10 at 0.01 and 0.1; docs/results/embedded-reber-map-data)")
 
+# A run either carries the T/P dependency (final T/P right on ~99% of test strings) or guesses (~50%): the
+# bimodal metric is tested as a count of runs that learned it, at a threshold between the two modes.
+LEARNED = 0.9
+# S2 and H&S describe all-or-nothing differences (the GRU predicts, the vanilla RNN does not; 97-100% of trials
+# against 0%): a gap in success rates below one half would not bear them out.
+LARGE_RATE_GAP = 0.5
+S2_FINAL_SYMBOL = ("S2: the GRU-10 learns the final symbol (T/P) of embedded Reber strings (≥ 90% right on test "
+                   "strings) in more trials than the vanilla-18")
+HS_SOLVES = "H&S 1997: the LSTM solves the embedded grammar in more trials than a vanilla network"
+
 # the main runs train as the task's study defaults say (Adam 0.01, batches of 16, 100 epochs)
 S2_ORIGINAL = {"optimizer": "sgd", "lr": 0.001, "batch_size": 1, "schedule": "halve-on-rise", "epochs": 1000}
 GRU_BUDGET = count_params("gru", input_size=7, hidden_size=10, output_size=7, variant="cho")
@@ -169,13 +180,14 @@ def _reber_experiment(embedded: bool) -> Experiment:
             (f"s2-sgd-rnn-{vanilla}", "test_final_step_accuracy"): "vanilla-18 outputs ~0.5/0.5 at the final T/P (S2)",
         }
         claims = [
-            Claim("S2: the GRU-10 predicts the final symbol (T/P) of embedded Reber strings better than the "
-                  "vanilla-18", "gru-10", f"rnn-{vanilla}", "test_final_step_accuracy", source="S2"),
-            Claim("H&S 1997: the LSTM solves the embedded grammar in more trials than a vanilla network", lstm,
-                  f"rnn-{vanilla}", "test_all_solved", source="H&S 1997"),
-            Claim("S2 under its own training (SGD, one string per update): the GRU-10 predicts the final T/P better "
-                  "than the vanilla-18", "s2-sgd-gru-10", f"s2-sgd-rnn-{vanilla}", "test_final_step_accuracy",
-                  source="S2"),
+            Claim(S2_FINAL_SYMBOL, "gru-10", f"rnn-{vanilla}", "test_final_step_accuracy", source="S2",
+                  threshold=LEARNED, smallest_effect=LARGE_RATE_GAP),
+            Claim(HS_SOLVES, lstm, f"rnn-{vanilla}", "test_all_solved", source="H&S 1997",
+                  smallest_effect=LARGE_RATE_GAP),
+            Claim("S2 under its own training (SGD, one string per update): the GRU-10 learns the final T/P (≥ 90% "
+                  "right on test strings) in more trials than the vanilla-18", "s2-sgd-gru-10",
+                  f"s2-sgd-rnn-{vanilla}", "test_final_step_accuracy", source="S2", threshold=LEARNED,
+                  smallest_effect=LARGE_RATE_GAP),
             # S2's figure 9 says the two distributions look alike; what its argument needs, tested over seeds
             Claim("S2 (figure 9): the vanilla-18's gradients do not vanish next to the GRU-10's (its median "
                   "per-string gradient coefficient is the larger), so vanishing gradients alone do not explain its "
@@ -262,7 +274,7 @@ MUSIC_SIZES = {cell: hidden_for_budget(cell, 20000, 88, 88) for cell in ("rnn", 
 S3_SEARCH = f"""
 metric = "dev_loss"
 mode = "min"
-seeds = 1
+seeds = 2
 samples = 8
 [search]
 lr = {{ loguniform = [{math.exp(-12)!r}, {math.exp(-6)!r}] }}
@@ -401,7 +413,7 @@ NLU_NOTE = ("The coursework's wiki-train.txt is not public: dev is the study's o
 S4_SEARCH = """
 metric = "dev_loss"
 mode = "min"
-seeds = 1
+seeds = 2
 [search]
 hidden = [25, 50]
 lr = [0.5, 0.1, 0.05]
@@ -536,7 +548,7 @@ BPTT_DEPTH = Experiment(
 PTB_SEARCH = """
 metric = "dev_loss"
 mode = "min"
-seeds = 1
+seeds = 2
 [settings]
 epochs = 1
 [search]
@@ -637,6 +649,7 @@ COMPARE_REBER = {s.label: f"embedded-reber-{s.label}" for s in _reber_specs(True
 COMPARE_SIGN = {f"{cell}-{h}x2": f"mean-sign-{cell}-{h}x2" for cell, h in SIGN_HIDDEN.items()}
 COMPARE_LR = STUDY_DEFAULTS["embedded-reber"]["lr"]
 COMPARE_LR_MAP = (0.001, 0.003, 0.03, 0.1)     # with COMPARE_LR: the robustness map's learning rates
+SIGN_GAP = 0.005   # half a point of test accuracy: a smaller gain is no practical advantage
 
 
 def _compare_specs(quick: bool) -> list[RunSpec]:
@@ -669,15 +682,18 @@ COMPARE = Experiment(
     metric_names=["test_solved", "test_all_solved", "test_final_step_accuracy", "test_accuracy", "test_loss",
                   "seconds_per_epoch"],
     claims=[
-        Claim("S2: the GRU-10 predicts the final symbol (T/P) of embedded Reber strings better than the vanilla-18",
-              _REBER["gru"], _REBER["rnn"], "test_final_step_accuracy", source="S2"),
-        Claim("H&S 1997: the LSTM solves the embedded grammar in more trials than a vanilla network", _REBER["lstm"],
-              _REBER["rnn"], "test_all_solved", source="H&S 1997"),
+        Claim(S2_FINAL_SYMBOL, _REBER["gru"], _REBER["rnn"], "test_final_step_accuracy", source="S2",
+              threshold=LEARNED, smallest_effect=LARGE_RATE_GAP),
+        Claim(HS_SOLVES, _REBER["lstm"], _REBER["rnn"], "test_all_solved", source="H&S 1997",
+              smallest_effect=LARGE_RATE_GAP),
         Claim("rnnlab: at equal budget the GRU classifies the sign of the mean more accurately than the vanilla RNN",
-              _SIGN["gru"], _SIGN["rnn"], "test_accuracy", source="rnnlab's question"),
+              _SIGN["gru"], _SIGN["rnn"], "test_accuracy", source="rnnlab's question", smallest_effect=SIGN_GAP),
         Claim("rnnlab: at equal budget the LSTM classifies the sign of the mean more accurately than the vanilla "
-              "RNN", _SIGN["lstm"], _SIGN["rnn"], "test_accuracy", source="rnnlab's question"),
+              "RNN", _SIGN["lstm"], _SIGN["rnn"], "test_accuracy", source="rnnlab's question",
+              smallest_effect=SIGN_GAP),
     ],
+    # the headline claims decide on any machine: more seeds only where 5 do not tell, at most 20
+    sequential=SequentialPlan(looks=(5, 10, 20)),
     published={(_REBER["lstm"], "test_all_solved"): (0.97, 1.0), (_REBER["rnn"], "test_all_solved"): 0.0},
     reasons={(_REBER["lstm"], "test_all_solved"): f"the 256 training strings: {MORE_STRINGS}",
              (_REBER["rnn"], "test_all_solved"): "H&S's Elman nets with their training; here a sigmoid vanilla RNN "

@@ -46,14 +46,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.executors import log_call, progress_bar, run_trial
-from rnnlab.experiments.runner import Experiment, RunSpec
+from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
-from rnnlab.experiments.verdicts import ALPHA, COUNT_METRICS, compare_samples, not_significant, wilson
+from rnnlab.experiments.statistics import ALPHA, compare, holm, mean_std_interval
+from rnnlab.experiments.verdicts import not_significant
+from rnnlab.metrics import is_count
 from rnnlab.train import atomic_write
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
@@ -395,7 +396,7 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
             row = {"config": config, "values": mine[0]["values"], "seeds": len(mine), "finished": len(values),
                    "statuses": {s: sum(r["status"] == s for r in mine) for s in STATUSES}}
             if values:
-                row.update(mean_std_interval(values, count=sweep.metric in COUNT_METRICS))
+                row.update(mean_std_interval(values, count=is_count(sweep.metric)))
             rows.append(row)
         rows.sort(key=lambda r: (r["finished"] < r["seeds"], sign * r.get("mean", math.inf) if "mean" in r
                                  else math.inf))
@@ -405,9 +406,9 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
 
 def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]]:
     """Each pair of values of the first grid axis (the cells of a map), compared at every point of
-    the other axes on the sweep's metric over seeds: Welch's t-test, or for a count metric Fisher's
-    exact test, with Holm's correction over all the comparisons made. Empty unless the sweep has
-    no sampled axis and its first grid axis has at least two values."""
+    the other axes on the sweep's metric over seeds (``statistics.compare``: Welch's t-test, or for a
+    count metric the exact unconditional score test), with Holm's correction over all the comparisons
+    made. Empty unless the sweep has no sampled axis and its first grid axis has at least two values."""
     axes = {**sweep.grid, **sweep.option_grid}
     if sweep.sampled or not axes or len(next(iter(axes.values()))) < 2:
         return []
@@ -422,7 +423,7 @@ def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]
     def label(value: Any) -> str:
         return "-".join(map(str, value.values())) if isinstance(value, dict) else f"{first}={value}"
 
-    count = sweep.metric in COUNT_METRICS
+    count = is_count(sweep.metric)
     rows = []
     for combo in itertools.product(*[axes[k] for k in rest]):
         at = dict(zip(rest, combo))
@@ -435,10 +436,10 @@ def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]
             n = min(len(samples[a]), len(samples[b]))
             if n < 2:
                 continue
-            d, low, high, p, test = compare_samples(samples[a], samples[b], count)
+            result = compare(samples[a], samples[b], count)
             rows.append({"at": group_name(flat(at)), "a": a, "b": b, "n": n, "a_value": _summary(samples[a], count),
-                         "b_value": _summary(samples[b], count), "difference": d, "low": low, "high": high, "p": p,
-                         "test": test})
+                         "b_value": _summary(samples[b], count), "difference": result.difference,
+                         "low": result.low, "high": result.high, "p": result.p, "test": result.test})
     for row, p_holm in zip(rows, holm([r["p"] for r in rows])):
         better = row["a"] if (row["difference"] > 0) == (sweep.mode == "max") else row["b"]
         row["p_holm"] = p_holm
@@ -450,33 +451,6 @@ def _summary(values: np.ndarray, count: bool) -> str:
     if count:
         return f"{int(values.sum())} of {len(values)}"
     return f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm–Bonferroni adjusted p-values (monotone, capped at 1), in the order given."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def mean_std_interval(values: list[float], count: bool = False) -> dict[str, float]:
-    """Mean, std and a 95% interval over seeds: Student's t, or for a count metric (1 when a trial
-    succeeded) the number of successes and Wilson's interval of the success rate."""
-    arr = np.asarray(values, dtype=np.float64)
-    mean = float(arr.mean())
-    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
-    if count:
-        successes = int(round(arr.sum()))
-        low, high = wilson(successes, int(arr.size))
-        return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": low, "ci_high": high, "count": successes}
-    if arr.size > 1 and std > 0:
-        low, high = stats.t.interval(0.95, arr.size - 1, loc=mean, scale=std / math.sqrt(arr.size))
-    else:
-        low = high = mean
-    return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": float(low), "ci_high": float(high)}
 
 
 def best_settings(sweep: Sweep, trials: list[Trial], config: str) -> dict[str, Any]:
@@ -616,11 +590,16 @@ def _edge_of_search(best: dict[str, Any], configs: list[dict[str, Any]]) -> str:
     return "; " + ", ".join(edges) if edges else ""
 
 
+MIN_SELECTION_SEEDS = 2
+
+
 def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = False, force: bool = False,
                     executor: str = "local", address: str | None = None, workers: int | None = None,
                     progress: bool = True) -> Experiment:
     """Run the study's search for each configuration it tunes and return the study with each of
-    them set to its best configuration (by the mean over the search's seeds), as ``NAME-tuned``."""
+    them set to its best configuration (by the mean over the search's seeds, at least
+    ``MIN_SELECTION_SEEDS``), as ``NAME-tuned``, whose runs start at ``TUNED_FIRST_SEED``: seeds the
+    search never trained, so the runs that won the selection are not the ones reported."""
     if not exp.search:
         raise ValueError(f"--tune: the study {exp.name} declares no search")
     specs = exp.specs(quick)
@@ -631,6 +610,9 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
         if spec.key not in tuned:
             continue
         sweep = spec_sweep(exp.search, spec, quick, f"{exp.name} search for {spec.key}")
+        if sweep.seeds < MIN_SELECTION_SEEDS and not quick:
+            raise ValueError(f"--tune: the search of {exp.name} trains {sweep.seeds} seed per configuration; selection "
+                             f"on one seed rewards a lucky seed: give it seeds = {MIN_SELECTION_SEEDS} or more")
         folder = Path(out_root) / f"{exp.name}-tuned" / "search" / spec.key
         summary = run_sweep(sweep, folder, executor=executor, address=address, workers=workers, force=force,
                             progress=progress)
@@ -651,9 +633,10 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
                 if s.key in tuned]
 
     note = (f"Tuned: {searched} of each configuration chosen by the study's search ({exp.name}-tuned/search/"
-            f"KEY/report.html beside the results), then trained over the seeds below; " + "; ".join(lines) + ".")
+            f"KEY/report.html beside the results), then trained over seeds {TUNED_FIRST_SEED}, {TUNED_FIRST_SEED + 1}, "
+            f"…, none of which the search trained; " + "; ".join(lines) + ".")
     return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
                                claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
                                published={k: v for k, v in exp.published.items() if k[0] in tuned},
                                reasons={k: v for k, v in exp.reasons.items() if k[0] in tuned},
-                               notes=[*exp.notes, note])
+                               notes=[*exp.notes, note], first_seed=TUNED_FIRST_SEED)

@@ -2,47 +2,60 @@
 
 A study declares, as data beside its specs,
 
-- ``Claim``s: "configuration ``better`` beats ``worse`` on ``metric``" (lower or higher is better);
-- published numbers, ``(spec key, metric) → value`` (a number, a ``(low, high)`` range, open at one
-  end when that end is None, or text that is only shown).
+- ``Claim``s: "configuration ``better`` beats ``worse`` on ``metric``" (lower or higher is better). A claim
+  about *learning* something, on a metric whose runs either learn it or not (bimodal), declares a
+  ``threshold``: each seed then counts as a success when it reaches it, and the claim is tested as a count;
+- published numbers, ``(spec key, metric) → value``: a number, a ``(low, high)`` range (open at one end
+  when that end is None), text that is only shown, or ``Published(value, tolerance, why)`` with the
+  paper's own tolerance. Without one, the metric's default tolerance applies (``rnnlab.metrics``).
 
-``judge_claim`` and ``judge_published`` turn the runs (one value per seed) into a ``Verdict``: the
-difference with a 95% confidence interval, the test, its p-value and one word of outcome:
+``verdict_table`` turns the runs (one value per seed) into rows, with the statistics of
+``experiments.statistics``:
 
-- **reproduced**: the claimed difference is significant in the claimed direction (p < 0.05), or the
-  published number (or a point of its range) lies inside our 95% confidence interval;
-- **not reproduced**: significant the other way, or the published number lies outside the interval;
-- **not significant with N seeds**: the test cannot tell (too few seeds, or p ≥ 0.05).
-
-Tests: Welch's t-test (``scipy.stats.ttest_ind(equal_var=False)``) with its Welch–Satterthwaite
-interval for metrics that vary continuously; for per-trial successes (a metric listed in
-``COUNT_METRICS``, 0 or 1 per seed) Fisher's exact test on the 2×2 table with Newcombe's hybrid
-Wilson interval for the difference of rates; our mean against a published number: the one-sample t
-interval, or the Wilson interval of a success rate.
+- **a claim**: the difference with its 95% interval, the test (Welch's t-test, the exact permutation p
+  beside it at few seeds; for counts the exact unconditional score test and its inverted interval),
+  P(A > B) over seed pairs, and the p-value adjusted by Holm's method over the study's claims (one
+  family per setting). The adjusted p decides the word: **reproduced** (significant in the claimed
+  direction), **not reproduced** (significant the other way, or, where the claim declares its smallest
+  effect of interest, shown to be smaller than it), or **not significant with N seeds**, with the seeds
+  the measured spread would need and the smallest difference these seeds detect with 80% power;
+- **a published number**: **matches (within ±δ)** (two one-sided tests: our 90% interval lies inside
+  the published value ± its tolerance δ), **differs: ours higher/lower by x (better/worse)** (our 95%
+  interval lies beyond the tolerance; better or worse by the metric's direction), or **inconclusive
+  with N seeds**; Holm over the study's published numbers. A single published run is also placed
+  against the 95% prediction interval of one of our runs.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-ALPHA = 0.05
-COUNT_METRICS = ("train_all_solved", "test_all_solved")   # 1 when a trial solved every string, else 0
+from rnnlab.experiments import statistics as st
+from rnnlab.metrics import metric as metric_info
+
+ALPHA = st.ALPHA
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+SHOWN_ONLY, NOT_RUN = "shown only", "not run (quick mode)"
 
 
 def not_significant(n: int) -> str:
     return f"not significant with {n} seed{'s' if n != 1 else ''}"
 
 
+def inconclusive(n: int) -> str:
+    return f"inconclusive with {n} seed{'s' if n != 1 else ''}"
+
+
 @dataclass(frozen=True)
 class Claim:
-    """``better`` beats ``worse`` on ``metric``; ``source`` says who claims it."""
+    """``better`` beats ``worse`` on ``metric``; ``source`` says who claims it. ``threshold``: test the
+    count of seeds that reach it (≥, or ≤ where lower is better) instead of the mean.
+    ``smallest_effect``: the smallest difference (in the claimed direction; a difference of rates for
+    counts) that would still bear the claim out: a difference shown below it is *not reproduced*."""
 
     text: str
     better: str
@@ -50,6 +63,18 @@ class Claim:
     metric: str
     higher_is_better: bool = True
     source: str = ""
+    threshold: float | None = None
+    smallest_effect: float | None = None
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published number (or ``(low, high)`` range) with the tolerance within which ours is the same
+    (the paper's own spread where it gives one) and why."""
+
+    value: Any
+    tolerance: float
+    why: str
 
 
 @dataclass
@@ -60,17 +85,32 @@ class Verdict:
     low: float | None
     high: float | None
     test: str
-    p_value: float | None
+    p_value: float | None    # raw
     verdict: str
     reason: str = ""
+    p_adjusted: float | None = None      # Holm over the family; decides the word
+    p_exact: float | None = None         # exact permutation p, beside Welch's at few seeds
+    prob_superiority: float | None = None
+    seeds: int = 0                       # seeds on the smaller side
+    seeds_needed: int | None = None      # per side, for the measured difference and spread (80% power)
+    detectable: float | None = None      # the smallest difference these seeds find with 80% power
+    tolerance: float | None = None
+    tolerance_why: str = ""
+    prediction_low: float | None = None  # where one of our runs falls (95%), for a published number
+    prediction_high: float | None = None
+    values: dict[str, list[float]] = field(default_factory=dict)   # per seed, for the strip of dots
+    metric: str = ""
+    threshold: float | None = None       # a count claim's threshold on ``metric``
+    if_significant: str = ""             # the word a significant adjusted p gives
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if k != "if_significant"}
 
 
-def values_of(runs: list[dict], key: str, metric: str) -> np.ndarray:
-    """One finite value per seed of configuration ``key``."""
-    out = [r[metric] for r in runs if r["key"] == key and r.get(metric) is not None]
+def values_of(runs: list[dict], key: str, metric: str, seeds: int | None = None) -> np.ndarray:
+    """One finite value per seed of configuration ``key`` (the first ``seeds`` seeds, when given)."""
+    out = [r[metric] for r in runs if r["key"] == key and r.get(metric) is not None
+           and (seeds is None or r.get("seed", 0) < seeds)]
     return np.asarray([v for v in out if math.isfinite(v)], dtype=np.float64)
 
 
@@ -78,64 +118,101 @@ def describe(values: np.ndarray, metric: str) -> str:
     """'2 of 5' for per-trial successes, 'mean ± std (n)' otherwise."""
     if len(values) == 0:
         return "no run"
-    if metric in COUNT_METRICS:
+    if metric_info(metric).is_count:
         return f"{int(values.sum())} of {len(values)}"
     if len(values) == 1:
         return f"{values[0]:.4g} (1 seed)"
     return f"{values.mean():.4g} ± {values.std(ddof=1):.2g} ({len(values)} seeds)"
 
 
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    ci = stats.binomtest(successes, n).proportion_ci(0.95, method="wilson")
-    return float(ci.low), float(ci.high)
+def _successes(values: np.ndarray, claim: Claim) -> np.ndarray:
+    reached = values >= claim.threshold if claim.higher_is_better else values <= claim.threshold
+    return reached.astype(np.float64)
 
 
-def compare_samples(a: np.ndarray, b: np.ndarray, count: bool) -> tuple[float, float, float, float, str]:
-    """a − b: (difference, 95% low, high, p-value, test name)."""
-    if count:
-        ka, kb, na, nb = int(a.sum()), int(b.sum()), len(a), len(b)
-        pa, pb = ka / na, kb / nb
-        (la, ua), (lb, ub) = wilson(ka, na), wilson(kb, nb)
-        d = pa - pb
-        low = d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
-        high = d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
-        p = float(stats.fisher_exact([[ka, na - ka], [kb, nb - kb]]).pvalue)
-        return d, low, high, p, "Fisher's exact test; Newcombe–Wilson interval"
-    d = float(a.mean() - b.mean())
-    if a.std() == 0 and b.std() == 0:    # no spread at all: the t statistic is undefined
-        return d, d, d, (1.0 if d == 0 else 0.0), "identical in every seed (no spread; no test needed)"
-    with warnings.catch_warnings():
-        if a.std() == 0 or b.std() == 0:
-            # a side identical in every seed has variance exactly 0, which Welch's test handles; SciPy
-            # still warns of "catastrophic cancellation" for it
-            warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation", RuntimeWarning)
-        result = stats.ttest_ind(a, b, equal_var=False)
-    ci = result.confidence_interval(1 - ALPHA)
-    return d, float(ci.low), float(ci.high), float(result.pvalue), "Welch's t-test"
+def _side(key: str, values: np.ndarray, claim: Claim) -> str:
+    if claim.threshold is None:
+        return f"{key}: {describe(values, claim.metric)}"
+    sign = "≥" if claim.higher_is_better else "≤"
+    return (f"{key}: {int(_successes(values, claim).sum())} of {len(values)} reach {sign} {claim.threshold:g} "
+            f"({describe(values, claim.metric)})")
 
 
-def judge_claim(claim: Claim, runs: list[dict]) -> Verdict:
-    a, b = values_of(runs, claim.better, claim.metric), values_of(runs, claim.worse, claim.metric)
-    count = claim.metric in COUNT_METRICS
-    evidence = f"{claim.better}: {describe(a, claim.metric)}; {claim.worse}: {describe(b, claim.metric)}"
-    n = min(len(a), len(b))
+def judge_claim(claim: Claim, runs: list[dict], seeds: int | None = None, level: float = ALPHA,
+                family: int = 1) -> Verdict:
+    """One claim over the runs (the first ``seeds`` seeds), its word from the raw p at ``level``; its
+    absence (below ``smallest_effect``) is tested at level / ``family`` (Bonferroni over the claims)."""
+    raw_a, raw_b = values_of(runs, claim.better, claim.metric, seeds), values_of(runs, claim.worse, claim.metric, seeds)
+    evidence = f"{_side(claim.better, raw_a, claim)}; {_side(claim.worse, raw_b, claim)}"
+    n = min(len(raw_a), len(raw_b))
+    values = {claim.better: raw_a.tolist(), claim.worse: raw_b.tolist()}
     if n == 0:
-        return Verdict(claim.text, evidence, None, None, None, "none", None, "not run (quick mode)")
+        return Verdict(claim.text, evidence, None, None, None, "none", None, NOT_RUN, values=values,
+                       metric=claim.metric)
     if n < 2:
-        return Verdict(claim.text, evidence, None, None, None, "none (fewer than 2 seeds)", None, not_significant(n))
-    d, low, high, p, test = compare_samples(a, b, count)
+        return Verdict(claim.text, evidence, None, None, None, "none (fewer than 2 seeds)", None, not_significant(n),
+                       seeds=n, values=values, metric=claim.metric)
+    count = claim.threshold is not None or metric_info(claim.metric).is_count
+    a, b = (_successes(raw_a, claim), _successes(raw_b, claim)) if claim.threshold is not None else (raw_a, raw_b)
+    result = st.compare_counts(a, b) if count else st.compare_means(a, b)
     sign = 1.0 if claim.higher_is_better else -1.0
-    if p < ALPHA:
-        verdict = REPRODUCED if sign * d > 0 else NOT_REPRODUCED
+    superiority = st.prob_superiority(raw_a, raw_b) if claim.higher_is_better else st.prob_superiority(raw_b, raw_a)
+    if count:
+        needed = st.seeds_needed_counts(float(a.mean()), float(b.mean()))
+        detectable = None
     else:
-        verdict = not_significant(n)
-    return Verdict(claim.text, evidence, d, low, high, test, p, verdict)
+        spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
+        needed = st.seeds_needed(result.difference, spread)
+        detectable = st.detectable_difference(len(a), len(b), spread)
+    verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
+                      "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
+                      detectable=detectable, values=values, metric=claim.metric, threshold=claim.threshold,
+                      if_significant=REPRODUCED if sign * result.difference > 0 else NOT_REPRODUCED)
+    verdict.reason = _absence(claim, a, b, count, level / family)
+    decide_claim(verdict, result.p, level)
+    return verdict
+
+
+def _absence(claim: Claim, a: np.ndarray, b: np.ndarray, count: bool, level: float) -> str:
+    """The reason a claim is not borne out when its difference is shown below its smallest effect of
+    interest (one-sided at ``level``), else ''."""
+    if claim.smallest_effect is None:
+        return ""
+    sign = 1.0 if claim.higher_is_better else -1.0
+    if count:
+        low, high = st.count_interval(int(a.sum()), len(a), int(b.sum()), len(b), 2 * level)
+    elif np.ptp(a) == 0 and np.ptp(b) == 0:
+        low = high = float(a[0] - b[0])
+    else:
+        _, low, high, _ = st.welch(a, b, 2 * level)
+    upper = high if sign > 0 else -low    # the largest difference in the claimed direction the data allow
+    if upper < claim.smallest_effect:
+        return (f"the difference in the claimed direction is at most {upper:.3g} ({1 - level:.3g} one-sided bound), "
+                f"below the claim's smallest effect of interest {claim.smallest_effect:g}")
+    return ""
+
+
+def decide_claim(verdict: Verdict, p: float, level: float) -> None:
+    """The word of a claim from its (adjusted) p at ``level``."""
+    verdict.p_adjusted = p
+    if p < level:
+        verdict.verdict = verdict.if_significant
+    elif verdict.reason:
+        verdict.verdict = NOT_REPRODUCED
+    else:
+        verdict.verdict = not_significant(verdict.seeds)
 
 
 def check_published(key: str, metric: str, published: Any) -> None:
     """A clear error for a published value ``judge_published`` cannot test: it must be a number, text,
-    or a (low, high) pair of numbers with low ≤ high, at most one end None."""
+    a (low, high) pair of numbers with low ≤ high, at most one end None, or ``Published`` of one."""
     where = f"published[({key!r}, {metric!r})]"
+    if isinstance(published, Published):
+        if not isinstance(published.tolerance, (int, float)) or published.tolerance < 0:
+            raise ValueError(f"{where}: the tolerance must be a number ≥ 0, got {published.tolerance!r}")
+        if not published.why:
+            raise ValueError(f"{where}: a declared tolerance needs its reason (why)")
+        published = published.value
     number = (int, float)
     if isinstance(published, bool) or not isinstance(published, (*number, str, tuple)):
         raise ValueError(f"{where}: expected a number, a (low, high) range or text, got {published!r}")
@@ -151,42 +228,63 @@ def check_published(key: str, metric: str, published: Any) -> None:
         raise ValueError(f"{where}: the range's low end {low} is above its high end {high}")
 
 
-def judge_published(key: str, metric: str, published: Any, runs: list[dict], reason: str = "") -> Verdict:
-    """Our seeds against one published number (or range): is it inside our 95% interval?"""
+def judge_published(key: str, metric: str, published: Any, runs: list[dict], reason: str = "",
+                    level: float = ALPHA) -> Verdict:
+    """Our seeds against one published number (or range) and its tolerance; the word from the raw p."""
     check_published(key, metric, published)
+    info = metric_info(metric)
+    declared = published if isinstance(published, Published) else None
+    value = declared.value if declared else published
     values = values_of(runs, key, metric)
-    shown = _shown(published)
+    shown = _shown(value)
     claim = f"{key} {metric.replace('_', ' ')} {'' if shown[0] in '≤≥' else '= '}{shown} (published)"
     evidence = f"ours {describe(values, metric)}" if len(values) else "ours: no run"
     if len(values) == 0:
-        return Verdict(claim, evidence, None, None, None, "none", None, "not run (quick mode)", reason)
-    if isinstance(published, str):
-        return Verdict(claim, evidence, None, None, None, "none (published as text)", None, "shown only", reason)
-    low_pub, high_pub = (published, published) if isinstance(published, (int, float)) else published
-    # a range open at one end (None: "at most" / "at least") is tested against its finite end
+        return Verdict(claim, evidence, None, None, None, "none", None, NOT_RUN, reason)
+    if isinstance(value, str):
+        return Verdict(claim, evidence, None, None, None, "none (published as text)", None, SHOWN_ONLY, reason,
+                       seeds=len(values))
+    low_pub, high_pub = (value, value) if isinstance(value, (int, float)) else value
+    # a range open at one end (None: "at most" / "at least") is compared with its finite end
     target = high_pub if low_pub is None else low_pub if high_pub is None else (low_pub + high_pub) / 2
-    low_pub = -math.inf if low_pub is None else low_pub
-    high_pub = math.inf if high_pub is None else high_pub
-    if metric in COUNT_METRICS:
-        low, high = wilson(int(values.sum()), len(values))
-        mean, test = float(values.mean()), "Wilson interval of our success rate; binomial test"
-        p = float(stats.binomtest(int(values.sum()), len(values), min(max(target, 0.0), 1.0)).pvalue)
-    elif len(values) < 2:
-        return Verdict(claim, evidence, float(values.mean() - target), None, None, "none (1 seed)", None,
-                       not_significant(len(values)), reason)
+    band = (-math.inf if low_pub is None else low_pub, math.inf if high_pub is None else high_pub)
+    tolerance = declared.tolerance if declared else info.tolerance_at(target)
+    why = declared.why if declared else info.why
+    result = st.equivalence(values, band, tolerance, count=info.is_count, bounds=info.bounds)
+    verdict = Verdict(claim, evidence, result.estimate - target, result.low - target, result.high - target,
+                      _published_test(info.is_count), None, "", reason, seeds=len(values), tolerance=tolerance,
+                      tolerance_why=why)
+    if not info.is_count and len(values) >= 2:
+        low, high = st.clip_to_range(*st.prediction_interval(values), info.bounds)
+        verdict.prediction_low, verdict.prediction_high = low, high
+    if result.p_tost is None:       # fewer than 2 seeds, or no spread: nothing to test
+        verdict.verdict = inconclusive(len(values))
+        return verdict
+    inside = band[0] - tolerance <= result.estimate <= band[1] + tolerance
+    if inside:
+        verdict.p_value, verdict.if_significant = result.p_tost, f"matches (within ±{tolerance:.3g})"
     else:
-        mean = float(values.mean())
-        if values.std() == 0:
-            low = high = mean
-            p = 1.0 if mean == target else 0.0
-        else:
-            result = stats.ttest_1samp(values, target)
-            ci = result.confidence_interval(1 - ALPHA)
-            low, high, p = float(ci.low), float(ci.high), float(result.pvalue)
-        test = "one-sample t-test and interval of our mean"
-    inside = high >= low_pub and low <= high_pub
-    return Verdict(claim, evidence, mean - target, low - target, high - target, test, p,
-                   REPRODUCED if inside else NOT_REPRODUCED, "" if inside else reason)
+        verdict.p_value = result.p_differs
+        distance = result.estimate - (band[0] if result.estimate < band[0] else band[1])
+        side = "higher" if distance > 0 else "lower"
+        better = "" if info.higher_is_better is None else \
+            " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
+        verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
+    decide_published(verdict, verdict.p_value, level)
+    return verdict
+
+
+def _published_test(count: bool) -> str:
+    if count:
+        return "exact binomial tests against the tolerance (Clopper–Pearson interval)"
+    return "two one-sided t-tests against the tolerance (TOST); t interval of our mean"
+
+
+def decide_published(verdict: Verdict, p: float, level: float) -> None:
+    verdict.p_adjusted = p
+    verdict.verdict = verdict.if_significant if p < level else inconclusive(verdict.seeds)
+    if verdict.verdict.startswith("matches"):
+        verdict.reason = ""
 
 
 def _shown(value: Any) -> str:
@@ -199,10 +297,22 @@ def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
 
 
-def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: list[dict]) -> list[dict]:
-    """Every claim, then every published number, judged; rows for the report and results.json."""
-    rows = [dict(judge_claim(c, runs).as_dict(), kind="claim") for c in claims]
-    for (key, metric), value in published.items():
-        rows.append(dict(judge_published(key, metric, value, runs, reasons.get((key, metric), "")).as_dict(),
-                         kind="published"))
-    return rows
+def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: list[dict],
+                  seeds: dict[str, int] | None = None, level: float = ALPHA) -> list[dict]:
+    """Every claim, then every published number, judged; rows for the report and results.json. The
+    claims are one family and the published numbers another: within each, Holm's adjusted p decides
+    the word at ``level``. ``seeds``: per claim text, the seeds it was decided with (a sequential plan)."""
+    seeds = seeds or {}
+    judged = [judge_claim(c, runs, seeds.get(c.text), level, len(claims)) for c in claims]
+    _holm(judged, decide_claim, level)
+    numbers = [judge_published(key, metric, value, runs, reasons.get((key, metric), ""), level)
+               for (key, metric), value in published.items()]
+    _holm(numbers, decide_published, level)
+    return ([dict(v.as_dict(), kind="claim") for v in judged]
+            + [dict(v.as_dict(), kind="published") for v in numbers])
+
+
+def _holm(verdicts: list[Verdict], decide, level: float) -> None:
+    tested = [v for v in verdicts if v.p_value is not None]
+    for verdict, adjusted in zip(tested, st.holm([v.p_value for v in tested])):
+        decide(verdict, adjusted, level)

@@ -1,0 +1,437 @@
+"""The statistics every verdict, map and page uses, in one place (studies and sweeps alike).
+
+What the field asks of a comparison over random seeds, and where it is done here:
+
+- **Two configurations, a continuous metric** — ``welch``: Welch's t-test and its Welch–Satterthwaite
+  interval (Colas et al. 2019: the most robust of the usual tests at small samples), computed here from
+  the t distribution so it needs nothing newer than SciPy's distributions; ``permutation_p``: the exact
+  permutation p of the difference of means, shown beside Welch's for ≤ ``EXACT_UP_TO`` seeds a side,
+  and the test that decides when neither side has any spread (Welch's statistic is undefined there:
+  no "p = 0 from zero spread").
+- **Counts of successful trials** (0 or 1 per seed) — ``score_test_exact`` / ``compare_counts``: the
+  exact unconditional test of Barnard's kind with the score statistic (Suissa & Shuster 1985; at a
+  difference of 0 it is ``scipy.stats.barnard_exact(pooled=True)``), and its interval by inverting the
+  same test at every difference (Chan & Zhang 1999), so the interval excludes 0 exactly when the test
+  rejects: Fisher's test and a Newcombe interval beside it could disagree. One configuration's count
+  against a published rate: the Clopper–Pearson interval, which inverts the exact binomial test.
+- **A family of claims** — ``holm`` (Holm 1979): adjusted p-values, monotone and capped at 1.
+- **A published number** — ``equivalence``: two one-sided tests (TOST) against a stated tolerance,
+  giving *matches*, *differs* (the 95% interval lies beyond the tolerance) or *inconclusive*;
+  ``prediction_interval``: where one more of our runs would fall, the reference for a single published
+  run (Reimers & Gurevych 2017: a single score is one draw from a distribution).
+- **The distribution, not only the mean** — ``prob_superiority``: P(A > B) over all seed pairs
+  (Bouthillier et al. 2021), ties counted half.
+- **How many seeds** — ``detectable_difference`` (the smallest difference Welch's test finds with 80%
+  power, from the noncentral t), ``seeds_needed`` (per side, for a measured difference and spread;
+  counts by Cohen's arcsine effect size).
+- **Seeds chosen as the data come in** — ``SequentialPlan``: a group-sequential design with α split
+  equally over its planned looks (Bonferroni; valid for any test valid at each look) and a non-binding
+  stop for absence (the difference shown smaller than the claim's smallest effect of interest), also
+  at α/K per look. Its false-positive rate is measured by simulation in the tests.
+- **Tuning budgets** — ``expected_max`` (Dodge et al. 2019): the expected best score of n trials drawn
+  from the N a search ran, n = 1…N.
+- **Bounded metrics** — ``clip_to_range``: an interval of a mean, intersected with the metric's range
+  (the mean cannot leave it, so the intersection keeps the interval's coverage).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05
+POWER = 0.8
+EXACT_UP_TO = 10          # seeds per side up to which the permutation p is exact (all splits enumerated)
+_NUISANCE_GRID = 201      # points of the nuisance rate at which an exact unconditional p is maximised
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof 1; 0 for a single value)."""
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+def t_interval(values, alpha: float = ALPHA) -> tuple[float, float]:
+    """Student's two-sided (1 − alpha) interval of the mean; (mean, mean) without spread."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean, std = mean_std(arr)
+    if arr.size < 2 or std == 0:
+        return mean, mean
+    half = stats.t.ppf(1 - alpha / 2, arr.size - 1) * std / math.sqrt(arr.size)
+    return mean - half, mean + half
+
+
+def prediction_interval(values, alpha: float = ALPHA) -> tuple[float, float]:
+    """Where one more run would fall with probability 1 − alpha (normal model): mean ± t·s·√(1 + 1/n)."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean, std = mean_std(arr)
+    if arr.size < 2:
+        return -math.inf, math.inf
+    half = stats.t.ppf(1 - alpha / 2, arr.size - 1) * std * math.sqrt(1 + 1 / arr.size)
+    return mean - half, mean + half
+
+
+def clip_to_range(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """An interval of a mean intersected with the metric's range (None: unbounded)."""
+    if bounds is None:
+        return low, high
+    return max(low, bounds[0]), min(high, bounds[1])
+
+
+# -- two samples of a continuous metric -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Difference:
+    """a − b with its two-sided 95% interval, the p-value that decides, and the test that gave it."""
+
+    difference: float
+    low: float
+    high: float
+    p: float
+    test: str
+    p_exact: float | None = None      # the exact permutation p shown beside Welch's at few seeds
+
+
+def welch(a, b, alpha: float = ALPHA) -> tuple[float, float, float, float]:
+    """Welch's t-test of mean(a) = mean(b): (difference, low, high, p). At least one side needs spread."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    va, vb = (0.0 if np.ptp(x) == 0 else x.var(ddof=1) / x.size for x in (a, b))   # exact 0 for a constant side
+    d = float(a.mean() - b.mean())
+    se = math.sqrt(va + vb)
+    if se == 0:
+        raise ValueError("welch: neither sample has any spread; use the permutation test")
+    df = (va + vb) ** 2 / ((va ** 2 / (a.size - 1) if va else 0.0) + (vb ** 2 / (b.size - 1) if vb else 0.0))
+    t = d / se
+    p = float(2 * stats.t.sf(abs(t), df))
+    half = float(stats.t.ppf(1 - alpha / 2, df) * se)
+    return d, d - half, d + half, p
+
+
+def permutation_p(a, b, resamples: int = 20_000) -> float:
+    """Two-sided permutation p of the difference of means: exact (every split of the pooled seeds)
+    up to ``EXACT_UP_TO`` seeds a side, else ``resamples`` random splits with a fixed seed (the same
+    p on every machine). Splits as extreme as the observed one count, the observed one included."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    pooled, n = np.concatenate([a, b]), a.size
+    observed = abs(a.mean() - b.mean())
+    if max(a.size, b.size) <= EXACT_UP_TO:
+        index = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(pooled.size), n)),
+                            dtype=np.int64).reshape(-1, n)
+    else:
+        rng = np.random.default_rng(0)
+        index = np.argsort(rng.random((resamples, pooled.size)), axis=1)[:, :n]
+    sums = pooled[index].sum(axis=1)
+    diffs = np.abs(sums / n - (pooled.sum() - sums) / b.size)
+    tolerance = 1e-12 * max(1.0, float(np.abs(pooled).max()))
+    extreme = int(np.count_nonzero(diffs >= observed - tolerance))
+    if max(a.size, b.size) <= EXACT_UP_TO:
+        return extreme / len(diffs)
+    return (extreme + 1) / (len(diffs) + 1)
+
+
+def compare_means(a, b, alpha: float = ALPHA) -> Difference:
+    """a − b over seeds: Welch's test and interval; the exact permutation p beside it at few seeds, and
+    deciding alone when neither side varies (then the interval is the observed difference: every split
+    but the observed ones gives another)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    exact = permutation_p(a, b) if max(a.size, b.size) <= EXACT_UP_TO else None
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        d = float(a[0] - b[0])
+        return Difference(d, d, d, permutation_p(a, b) if d != 0 else 1.0,
+                          "exact permutation test (no spread on either side)", exact)
+    d, low, high, p = welch(a, b, alpha)
+    return Difference(d, low, high, p, "Welch's t-test", exact)
+
+
+def mean_std_interval(values, count: bool = False) -> dict[str, float]:
+    """Mean, std and a 95% interval over seeds: Student's t, or for a count metric (1 when a trial
+    succeeded) the number of successes and the Clopper–Pearson interval of the success rate."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean, std = mean_std(arr)
+    if count:
+        successes = int(round(arr.sum()))
+        low, high = clopper_pearson(successes, int(arr.size))
+        return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": low, "ci_high": high, "count": successes}
+    low, high = t_interval(arr)
+    return {"mean": mean, "std": std, "n": int(arr.size), "ci_low": low, "ci_high": high}
+
+
+def compare(a, b, count: bool, alpha: float = ALPHA) -> Difference:
+    """a − b over seeds: ``compare_counts`` for per-trial successes, else ``compare_means``."""
+    return compare_counts(a, b, alpha) if count else compare_means(a, b, alpha)
+
+
+# -- counts of successful trials --------------------------------------------------------------------
+
+
+def _restricted_rates(xa: np.ndarray, xb: np.ndarray, na: int, nb: int, delta: float):
+    """The maximum-likelihood rates (pa, pb) under pa − pb = delta (Farrington & Manning 1990's closed
+    form; at delta = 0 the pooled rate)."""
+    pa_hat, pb_hat = xa / na, xb / nb
+    if delta == 0:
+        pooled = (xa + xb) / (na + nb)
+        return pooled, pooled
+    theta = nb / na
+    a = 1 + theta
+    b = -(1 + theta + pa_hat + theta * pb_hat + delta * (theta + 2))
+    c = delta ** 2 + delta * (2 * pa_hat + theta + 1) + pa_hat + theta * pb_hat
+    d = -pa_hat * delta * (1 + delta)
+    v = b ** 3 / (27 * a ** 3) - b * c / (6 * a ** 2) + d / (2 * a)
+    u = np.sign(v) * np.sqrt(np.maximum(b ** 2 / (9 * a ** 2) - c / (3 * a), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(u == 0, 0.0, v / np.where(u == 0, 1.0, u ** 3))
+    w = (math.pi + np.arccos(np.clip(ratio, -1.0, 1.0))) / 3
+    pa = np.clip(2 * u * np.cos(w) - b / (3 * a), 0.0, 1.0)
+    return pa, np.clip(pa - delta, 0.0, 1.0)
+
+
+def _score_statistics(na: int, nb: int, delta: float) -> np.ndarray:
+    """The score statistic of pa − pb = delta for every table (xa, xb), shape (na + 1, nb + 1)."""
+    xa, xb = np.meshgrid(np.arange(na + 1, dtype=np.float64), np.arange(nb + 1, dtype=np.float64), indexing="ij")
+    pa, pb = _restricted_rates(xa, xb, na, nb, delta)
+    numerator = xa / na - xb / nb - delta
+    variance = pa * (1 - pa) / na + pb * (1 - pb) / nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = numerator / np.sqrt(variance)
+    z = np.where(np.abs(numerator) < 1e-12, 0.0, z)
+    return np.where(np.isnan(z), 0.0, z)
+
+
+@functools.lru_cache(maxsize=65_536)
+def score_test_exact(ka: int, na: int, kb: int, nb: int, delta: float = 0.0) -> float:
+    """Two-sided exact unconditional p of pa − pb = delta given ka of na and kb of nb successes: the
+    probability, maximised over the rates that satisfy the hypothesis, of a table whose score statistic
+    is at least as far from 0 as the observed one (Barnard's test with the pooled score at delta = 0)."""
+    z = _score_statistics(na, nb, delta)
+    extreme = np.abs(z) >= abs(z[ka, kb]) - 1e-9
+    lower, upper = max(0.0, -delta), min(1.0, 1.0 - delta)
+    if upper < lower:
+        return 0.0
+    pb = np.linspace(lower, upper, _NUISANCE_GRID)
+    pa = np.clip(pb + delta, 0.0, 1.0)
+    prob_a = stats.binom.pmf(np.arange(na + 1)[None, :], na, pa[:, None])    # (grid, na + 1)
+    prob_b = stats.binom.pmf(np.arange(nb + 1)[None, :], nb, pb[:, None])    # (grid, nb + 1)
+    p = np.einsum("ga,gb,ab->g", prob_a, prob_b, extreme.astype(np.float64))
+    return float(min(1.0, p.max()))
+
+
+def count_interval(ka: int, na: int, kb: int, nb: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """The differences pa − pb that the exact score test does not reject at ``alpha`` (its inversion):
+    the interval is on the grid of hundredths, widened to the next hundredth."""
+    grid = np.round(np.arange(-0.99, 1.0, 0.01), 2)
+    kept = [d for d in grid if score_test_exact(ka, na, kb, nb, float(d)) >= alpha]
+    observed = ka / na - kb / nb
+    if not kept:
+        return observed, observed
+    return max(-1.0, min(kept) - 0.01), min(1.0, max(kept) + 0.01)
+
+
+def compare_counts(a, b, alpha: float = ALPHA) -> Difference:
+    """Rates of success (0/1 per seed) a − b: the exact unconditional score test and its inverted interval."""
+    a, b = np.asarray(a), np.asarray(b)
+    ka, kb, na, nb = int(a.sum()), int(b.sum()), a.size, b.size
+    p = score_test_exact(ka, na, kb, nb, 0.0)
+    low, high = count_interval(ka, na, kb, nb, alpha)
+    return Difference(ka / na - kb / nb, low, high, p, "exact unconditional score test (Barnard); inverted interval")
+
+
+def clopper_pearson(successes: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """The exact binomial interval of a rate: the rates the central exact binomial test keeps."""
+    low = 0.0 if successes == 0 else float(stats.beta.ppf(alpha / 2, successes, n - successes + 1))
+    high = 1.0 if successes == n else float(stats.beta.ppf(1 - alpha / 2, successes + 1, n - successes))
+    return low, high
+
+
+def binomial_p(successes: int, n: int, rate: float) -> float:
+    """Central two-sided exact binomial p (twice the smaller tail), the test Clopper–Pearson inverts."""
+    lower = stats.binom.cdf(successes, n, rate)
+    upper = stats.binom.sf(successes - 1, n, rate)
+    return float(min(1.0, 2 * min(lower, upper)))
+
+
+# -- families, distributions, power ----------------------------------------------------------------
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (monotone, capped at 1), in the order given."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def prob_superiority(a, b) -> float:
+    """P(A > B) over every pair of seeds (a_i, b_j), ties counted half (the common-language effect size)."""
+    a, b = np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[None, :]
+    return float(((a > b).sum() + 0.5 * (a == b).sum()) / (a.size * b.size))
+
+
+def welch_power(difference: float, std: float, n_a: int, n_b: int, alpha: float = ALPHA) -> float:
+    """Power of the two-sided two-sample t-test (equal spreads ``std``) to find ``difference``."""
+    if n_a < 2 or n_b < 2:
+        return 0.0
+    if std == 0:
+        return 1.0 if difference != 0 else alpha
+    df = n_a + n_b - 2
+    ncp = abs(difference) / (std * math.sqrt(1 / n_a + 1 / n_b))
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+
+
+def detectable_difference(n_a: int, n_b: int, std: float = 1.0, power: float = POWER, alpha: float = ALPHA) -> float:
+    """The smallest difference the two-sample t-test finds with ``power`` at these seeds (in units of
+    ``std``; with std = 1, in standard deviations). Infinite below 2 seeds a side."""
+    if n_a < 2 or n_b < 2:
+        return math.inf
+    low, high = 0.0, 1.0
+    while welch_power(high, 1.0, n_a, n_b, alpha) < power:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if welch_power(mid, 1.0, n_a, n_b, alpha) < power else (low, mid)
+    return high * std
+
+
+def seeds_needed(difference: float, std: float, power: float = POWER, alpha: float = ALPHA,
+                 most: int = 10_000) -> int | None:
+    """Seeds per side for the t-test to find ``difference`` with ``power`` given the spread ``std``;
+    None when no number up to ``most`` would (a zero difference)."""
+    if difference == 0:
+        return None
+    if std == 0:
+        return 2
+    for n in range(2, most + 1):
+        if welch_power(difference, std, n, n, alpha) >= power:
+            return n
+    return None
+
+
+def seeds_needed_counts(rate_a: float, rate_b: float, power: float = POWER, alpha: float = ALPHA) -> int | None:
+    """Seeds per side to tell two success rates apart with ``power`` (Cohen's h, normal approximation)."""
+    h = abs(2 * math.asin(math.sqrt(rate_a)) - 2 * math.asin(math.sqrt(rate_b)))
+    if h == 0:
+        return None
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return max(2, math.ceil(2 * (z / h) ** 2))
+
+
+# -- published numbers -----------------------------------------------------------------------------
+
+MATCHES, DIFFERS, INCONCLUSIVE = "matches", "differs", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Our mean (or rate) against a published band [low, high] widened by ± tolerance: ``outcome`` is
+    MATCHES (the 90% interval, i.e. two one-sided 5% tests, lies inside the widened band), DIFFERS
+    (the 95% interval lies wholly outside it) or INCONCLUSIVE. ``p_tost``: the larger of the two
+    one-sided p (below alpha exactly when MATCHES); ``p_differs``: twice the one-sided p against the
+    band's nearer edge (below alpha exactly when DIFFERS; 1 when the estimate lies inside the band)."""
+
+    outcome: str
+    estimate: float
+    low: float          # the 95% interval
+    high: float
+    p_tost: float | None
+    p_differs: float | None
+
+
+def equivalence(values, band: tuple[float, float], tolerance: float, count: bool = False,
+                bounds: tuple[float, float] | None = None, alpha: float = ALPHA) -> Equivalence:
+    """Our seeds against a published band (low == high for a number; ±inf for an open end) ± tolerance."""
+    arr = np.asarray(values, dtype=np.float64)
+    lo_band, hi_band = band[0] - tolerance, band[1] + tolerance
+    if count:
+        k, n = int(arr.sum()), arr.size
+        estimate = k / n
+        low95, high95 = clopper_pearson(k, n, alpha)
+        low90, high90 = clopper_pearson(k, n, 2 * alpha)
+        p_low = 0.0 if lo_band <= 0 else float(stats.binom.sf(k - 1, n, lo_band))      # P(X ≥ k | lo)
+        p_high = 0.0 if hi_band >= 1 else float(stats.binom.cdf(k, n, hi_band))        # P(X ≤ k | hi)
+        if estimate < lo_band:
+            p_differs = min(1.0, 2 * float(stats.binom.cdf(k, n, lo_band)))
+        elif estimate > hi_band:
+            p_differs = min(1.0, 2 * float(stats.binom.sf(k - 1, n, hi_band)))
+        else:
+            p_differs = 1.0
+    else:
+        estimate, std = mean_std(arr)
+        if arr.size < 2 or std == 0:
+            return Equivalence(INCONCLUSIVE, estimate, estimate, estimate, None, None)
+        low95, high95 = clip_to_range(*t_interval(arr, alpha), bounds)
+        low90, high90 = clip_to_range(*t_interval(arr, 2 * alpha), bounds)
+        se, df = std / math.sqrt(arr.size), arr.size - 1
+        p_low = 0.0 if math.isinf(lo_band) else float(stats.t.sf((estimate - lo_band) / se, df))
+        p_high = 0.0 if math.isinf(hi_band) else float(stats.t.cdf((estimate - hi_band) / se, df))
+        if estimate < lo_band:
+            p_differs = min(1.0, 2 * float(stats.t.sf((lo_band - estimate) / se, df)))
+        elif estimate > hi_band:
+            p_differs = min(1.0, 2 * float(stats.t.sf((estimate - hi_band) / se, df)))
+        else:
+            p_differs = 1.0
+    p_tost = max(p_low, p_high)
+    if lo_band <= low90 and high90 <= hi_band:
+        outcome = MATCHES
+    elif high95 < lo_band or low95 > hi_band:
+        outcome = DIFFERS
+    else:
+        outcome = INCONCLUSIVE
+    return Equivalence(outcome, estimate, low95, high95, p_tost, p_differs)
+
+
+# -- seeds chosen as the results come in ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """A group-sequential design: look at the claims after ``looks[0]`` seeds a side, then after each
+    further count, up to ``looks[-1]``; at every look test each undecided claim at alpha / K (K =
+    len(looks), Holm within the look). A claim is decided as soon as its adjusted p falls below that
+    level (then it is reproduced, or reversed), or its absence is shown: the one-sided test that the
+    difference in the claimed direction reaches the claim's smallest effect of interest rejects at
+    alpha / K (non-binding: skipping it never raises the false-positive rate). The union bound over K
+    looks keeps the chance of any false "reproduced" at or below alpha whatever the data."""
+
+    looks: tuple[int, ...] = (5, 10, 15)
+    alpha: float = ALPHA
+
+    @property
+    def level(self) -> float:
+        return self.alpha / len(self.looks)
+
+
+def sequential_false_positive_rate(plan: SequentialPlan, simulate, tester, trials: int = 2000,
+                                   seed: int = 0) -> float:
+    """The fraction of ``trials`` in which the plan declares a difference between two samples drawn from
+    the same distribution: ``simulate(rng, n)`` draws n seeds of one side, ``tester(a, b)`` returns a p."""
+    rng = np.random.default_rng(seed)
+    false = 0
+    for _ in range(trials):
+        a, b = simulate(rng, plan.looks[-1]), simulate(rng, plan.looks[-1])
+        for n in plan.looks:
+            if tester(a[:n], b[:n]) < plan.level:
+                false += 1
+                break
+    return false / trials
+
+
+def expected_max(scores, n_max: int | None = None, higher_is_better: bool = True) -> np.ndarray:
+    """Dodge et al. 2019's expected best score of n trials, n = 1…N (default N = len(scores)): with the
+    trials' scores sorted, E[max of n] = Σ_i v_(i) ((i/N)^n − ((i−1)/N)^n), sampling with replacement.
+    For a metric where lower is better, the expected minimum."""
+    v = np.sort(np.asarray(scores, dtype=np.float64))
+    if not higher_is_better:
+        v = -v[::-1]
+    big_n = v.size
+    n_max = n_max or big_n
+    i = np.arange(1, big_n + 1)
+    out = np.array([float(np.sum(v * ((i / big_n) ** n - ((i - 1) / big_n) ** n))) for n in range(1, n_max + 1)])
+    return out if higher_is_better else -out

@@ -1,0 +1,69 @@
+"""What each metric is: its kind, which direction is better, its range, and the tolerance within which a
+published number is read as the same as ours. One registry, used by the verdicts, their intervals and
+the plots' bands, so that no module decides a metric's kind from its name on its own.
+
+A study may declare a published number's own tolerance beside it (``verdicts.Published``); otherwise the
+metric's default below applies, and the page says which tolerance it used and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+COUNT, RATE, LOSS, PERPLEXITY = "count", "rate", "loss", "perplexity"
+LOG10, VALUE, SECONDS = "log10", "value", "seconds"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """``kind``: COUNT (1 when a trial succeeded, else 0: reported as "k of n"), RATE (a fraction in
+    [0, 1] per run), LOSS, PERPLEXITY, LOG10, VALUE or SECONDS. ``tolerance``: absolute, or relative to
+    the published value when ``relative``; ``why``: the reason for that tolerance, shown on the page."""
+
+    kind: str
+    higher_is_better: bool | None
+    bounds: tuple[float, float] | None
+    tolerance: float
+    relative: bool
+    why: str
+
+    @property
+    def is_count(self) -> bool:
+        return self.kind == COUNT
+
+    def tolerance_at(self, published: float) -> float:
+        return self.tolerance * abs(published) if self.relative else self.tolerance
+
+
+_RATE_WHY = "one percentage point, the precision papers report accuracies and rates at"
+_LOSS_WHY = ("1% of the published value: the papers compared here report losses and perplexities to 3-4 significant "
+             "digits from one run, and seed-to-seed spread alone is of that order")
+METRICS: dict[str, Metric] = {
+    "test_all_solved": Metric(COUNT, True, (0.0, 1.0), 0.1, False, "one trial in ten"),
+    "train_all_solved": Metric(COUNT, True, (0.0, 1.0), 0.1, False, "one trial in ten"),
+    "first_step_gradient_log10": Metric(LOG10, None, None, 0.5, False, "half an order of magnitude"),
+    "gradient_median": Metric(VALUE, None, (0.0, math.inf), 0.1, True, "10% of the published value"),
+    "best_epoch": Metric(VALUE, None, (0.0, math.inf), 1.0, False, "one epoch"),
+    "num_params": Metric(VALUE, None, (0.0, math.inf), 0.0, False, "parameter counts are exact"),
+}
+
+
+def metric(name: str) -> Metric:
+    """The registry's entry, else the kind the metric's name declares by rnnlab's naming convention
+    (``*_accuracy``, ``*_solved``, ``*_share``: rates; ``*_perplexity``; ``*_loss``; ``seconds*``)."""
+    if name in METRICS:
+        return METRICS[name]
+    if "perplexity" in name:
+        return Metric(PERPLEXITY, False, (1.0, math.inf), 0.01, True, _LOSS_WHY)
+    if "loss" in name or name.endswith("_nll"):
+        return Metric(LOSS, False, (0.0, math.inf), 0.01, True, _LOSS_WHY)
+    if "accuracy" in name or name.endswith("_solved") or "share" in name:
+        return Metric(RATE, True, (0.0, 1.0), 0.01, False, _RATE_WHY)
+    if name.startswith("seconds"):
+        return Metric(SECONDS, False, (0.0, math.inf), 0.1, True, "10% of the published time")
+    return Metric(VALUE, None, None, 0.05, True, "5% of the published value (no convention for this metric)")
+
+
+def is_count(name: str) -> bool:
+    return metric(name).is_count

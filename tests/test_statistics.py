@@ -1,0 +1,219 @@
+"""rnnlab's statistics against constructed cases and against independent implementations (statsmodels and
+SciPy's own tests, used here as oracles only), and the sequential plan's false-positive rate by simulation."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from rnnlab.experiments import statistics as S
+
+statsmodels = pytest.importorskip("statsmodels", reason="statsmodels (the test extra) is the oracle here")
+from statsmodels.stats.multitest import multipletests  # noqa: E402
+from statsmodels.stats.power import TTestIndPower  # noqa: E402
+from statsmodels.stats.proportion import proportion_confint  # noqa: E402
+from statsmodels.stats.weightstats import DescrStatsW  # noqa: E402
+
+samples = st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=9)
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred in moment calculation")
+@settings(max_examples=80, deadline=None)
+@given(a=samples, b=samples)
+def test_welch_equals_scipys_test_and_interval(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.std() < 1e-3 and b.std() < 1e-3:
+        return
+    d, low, high, p = S.welch(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert p == pytest.approx(ref.pvalue, rel=1e-6, abs=1e-12)
+    if hasattr(ref, "confidence_interval"):      # SciPy ≥ 1.11: the interval too
+        ci = ref.confidence_interval(0.95)
+        assert (low, high) == pytest.approx((ci.low, ci.high), rel=1e-6, abs=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(a=st.lists(st.integers(0, 20), min_size=2, max_size=6), b=st.lists(st.integers(0, 20), min_size=2, max_size=6))
+def test_the_exact_permutation_p_equals_scipys_permutation_test(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    def difference(x, y, axis=-1):
+        return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+    ref = stats.permutation_test((a, b), difference, vectorized=True, permutation_type="independent",
+                                 n_resamples=np.inf, alternative="two-sided")
+    # SciPy doubles the smaller one-sided p; for the difference of means with equal sizes that is the
+    # |difference| count; in general both are exact, so they agree where the null distribution is symmetric
+    if len(a) == len(b):
+        assert S.permutation_p(a, b) == pytest.approx(min(1.0, ref.pvalue), abs=1e-9)
+    assert 0 < S.permutation_p(a, b) <= 1
+
+
+def test_a_completely_separated_pair_of_five_has_permutation_p_2_of_252():
+    assert S.permutation_p([5, 6, 7, 8, 9], [0, 1, 2, 3, 4]) == pytest.approx(2 / 252)
+    assert S.compare_means([1.0] * 5, [0.0] * 5).p == pytest.approx(2 / 252)     # no spread: no p = 0
+
+
+def _brute_force_score_p(ka: int, na: int, kb: int, nb: int) -> float:
+    """Barnard's pooled-score test written out: every table, every nuisance rate on a fine grid."""
+    def z(xa, xb):
+        pooled = (xa + xb) / (na + nb)
+        var = pooled * (1 - pooled) * (1 / na + 1 / nb)
+        return 0.0 if var == 0 else (xa / na - xb / nb) / math.sqrt(var)
+    observed = abs(z(ka, kb))
+    extreme = [(xa, xb) for xa in range(na + 1) for xb in range(nb + 1) if abs(z(xa, xb)) >= observed - 1e-9]
+    pi = np.linspace(0, 1, 1001)
+    return float(max(sum(stats.binom.pmf(xa, na, pi) * stats.binom.pmf(xb, nb, pi) for xa, xb in extreme)))
+
+
+@pytest.mark.parametrize("ka, na, kb, nb", [(5, 5, 0, 5), (10, 10, 4, 10), (1, 5, 0, 5), (4, 6, 1, 7), (2, 3, 0, 4),
+                                            (7, 12, 2, 9), (3, 5, 0, 5)])
+def test_the_exact_unconditional_score_test_is_barnards(ka, na, kb, nb):
+    mine = S.score_test_exact(ka, na, kb, nb)
+    assert mine == pytest.approx(_brute_force_score_p(ka, na, kb, nb), abs=2e-4)
+    scipy_p = stats.barnard_exact([[ka, kb], [na - ka, nb - kb]], pooled=True).pvalue
+    # SciPy drops tables whose statistic ties the observed one only to rounding (e.g. 3 of 5 vs 0 of 5),
+    # so it can only be lower; where nothing ties, it is the same test
+    assert scipy_p <= mine + 2e-4
+    if (ka, na, kb, nb) in ((5, 5, 0, 5), (10, 10, 4, 10), (1, 5, 0, 5)):
+        assert mine == pytest.approx(scipy_p, abs=2e-4)
+
+
+@pytest.mark.parametrize("ka, na, kb, nb", [(3, 5, 0, 5), (5, 5, 2, 5), (10, 10, 4, 10), (5, 5, 0, 5), (2, 5, 2, 5),
+                                            (9, 20, 2, 20)])
+def test_the_count_interval_excludes_zero_exactly_when_the_test_rejects(ka, na, kb, nb):
+    """The disagreement the old pair had (Fisher p = 0.17 with a Newcombe interval excluding 0) cannot happen."""
+    p = S.score_test_exact(ka, na, kb, nb)
+    low, high = S.count_interval(ka, na, kb, nb)
+    assert low <= ka / na - kb / nb <= high
+    assert (p < 0.05) == (low > 0 or high < 0)
+
+
+@pytest.mark.parametrize("k, n", [(0, 5), (1, 5), (3, 10), (10, 10), (7, 20)])
+def test_clopper_pearson_equals_statsmodels_and_inverts_the_binomial_test(k, n):
+    assert S.clopper_pearson(k, n) == pytest.approx(proportion_confint(k, n, method="beta"), abs=1e-9)
+    low, high = S.clopper_pearson(k, n)
+    for rate in np.linspace(0.01, 0.99, 99):
+        inside = low <= rate <= high
+        assert (S.binomial_p(k, n, rate) >= 0.05) == inside or abs(rate - low) < 1e-6 or abs(rate - high) < 1e-6
+
+
+@settings(max_examples=50, deadline=None)
+@given(p=st.lists(st.floats(0, 1), min_size=1, max_size=12))
+def test_holm_equals_statsmodels(p):
+    assert S.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-12)
+
+
+@pytest.mark.parametrize("n_a, n_b", [(3, 3), (5, 5), (10, 10), (3, 8), (20, 20)])
+def test_the_detectable_difference_equals_statsmodels_power(n_a, n_b):
+    expected = TTestIndPower().solve_power(effect_size=None, nobs1=n_a, alpha=0.05, power=0.8, ratio=n_b / n_a)
+    assert S.detectable_difference(n_a, n_b) == pytest.approx(expected, rel=1e-4)
+
+
+def test_three_seeds_a_side_detect_only_about_three_standard_deviations():
+    assert 3.0 < S.detectable_difference(3, 3) < 3.2
+    assert S.seeds_needed(1.0, 1.0) == math.ceil(TTestIndPower().solve_power(1.0, alpha=0.05, power=0.8))
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(0, 1), min_size=3, max_size=10), target=st.floats(0.2, 0.8),
+       tolerance=st.floats(0.01, 0.3))
+def test_tost_equals_statsmodels(values, target, tolerance):
+    values = np.asarray(values)
+    if values.std() < 1e-6:
+        return
+    result = S.equivalence(values, (target, target), tolerance)
+    p_ref = DescrStatsW(values).ttost_mean(target - tolerance, target + tolerance)[0]
+    assert result.p_tost == pytest.approx(p_ref, rel=1e-6, abs=1e-12)
+    assert (result.outcome == S.MATCHES) == (p_ref < 0.05)
+
+
+def test_equivalence_gives_three_outcomes():
+    close = S.equivalence([0.930, 0.931, 0.929, 0.9305], (0.93, 0.93), 0.01)
+    far = S.equivalence([0.80, 0.81, 0.79, 0.805], (0.93, 0.93), 0.01)
+    noisy = S.equivalence([0.7, 0.99, 0.85, 0.95], (0.93, 0.93), 0.01)
+    assert (close.outcome, far.outcome, noisy.outcome) == (S.MATCHES, S.DIFFERS, S.INCONCLUSIVE)
+    assert far.p_differs < 0.05 and close.p_differs == 1.0
+
+
+def test_intervals_of_bounded_metrics_stay_in_their_range():
+    accuracy = [1.0, 0.98, 1.0, 0.99]
+    low, high = S.clip_to_range(*S.t_interval(accuracy), (0.0, 1.0))
+    assert high == 1.0 and S.t_interval(accuracy)[1] > 1.0 and low < 1.0
+    result = S.equivalence(accuracy, (0.99, 0.99), 0.01, bounds=(0.0, 1.0))
+    assert result.high <= 1.0
+
+
+def test_the_prediction_interval_is_wider_than_the_mean_interval_by_sqrt_n_plus_one():
+    values = [1.0, 2.0, 3.0, 4.0]
+    mean_low, _ = S.t_interval(values)
+    pred_low, _ = S.prediction_interval(values)
+    assert (2.5 - pred_low) / (2.5 - mean_low) == pytest.approx(math.sqrt(len(values) + 1))
+
+
+def test_p_a_beats_b_counts_pairs_and_half_ties():
+    assert S.prob_superiority([3, 4], [1, 2]) == 1.0
+    assert S.prob_superiority([1, 2], [1, 2]) == 0.5
+    assert S.prob_superiority([2], [1, 2, 3]) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("scores", [[0.5, 0.7, 0.6], [1.0, 3.0, 2.0, 5.0, 4.0]])
+def test_expected_max_equals_enumeration(scores):
+    """Dodge et al.'s estimator is the exact mean of the best of n draws with replacement."""
+    for n in range(1, len(scores) + 1):
+        best = [max(draw) for draw in itertools.product(scores, repeat=n)]
+        assert S.expected_max(scores)[n - 1] == pytest.approx(np.mean(best))
+        worst = [min(draw) for draw in itertools.product(scores, repeat=n)]
+        assert S.expected_max(scores, higher_is_better=False)[n - 1] == pytest.approx(np.mean(worst))
+    curve = S.expected_max(scores)
+    assert np.all(np.diff(curve) >= 0) and curve[-1] <= max(scores)
+
+
+def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The p that decides a claim on a continuous metric (Welch's)."""
+    return S.welch(a, b)[3]
+
+
+def test_the_sequential_plan_keeps_false_positives_at_or_below_alpha_for_means():
+    """Two configurations from the same distribution, looked at after 5, 10 and 20 seeds: a false
+    'reproduced' in at most 5% of 2,000 simulated experiments (binomial sampling error ≈ 0.5%)."""
+    plan = S.SequentialPlan(looks=(5, 10, 20))
+    rate = S.sequential_false_positive_rate(plan, lambda rng, n: rng.normal(0.0, 1.0, n),
+                                            _welch_p, trials=2000)
+    assert rate <= 0.05
+    # without the split α the same looks would find a "difference" far more often
+    naive = S.sequential_false_positive_rate(S.SequentialPlan(looks=(5, 10, 20), alpha=0.15),
+                                             lambda rng, n: rng.normal(0.0, 1.0, n),
+                                             _welch_p, trials=2000)
+    assert naive > 0.05
+
+
+def _count_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The p that decides a count claim (``compare_counts``' test, without its interval)."""
+    return S.score_test_exact(int(a.sum()), a.size, int(b.sum()), b.size)
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.5])
+def test_the_sequential_plan_keeps_false_positives_at_or_below_alpha_for_counts(rate):
+    """Bimodal per-seed outcomes (learned or not, at the same rate on both sides)."""
+    plan = S.SequentialPlan(looks=(5, 10, 20))
+    found = S.sequential_false_positive_rate(plan, lambda rng, n: (rng.random(n) < rate).astype(float),
+                                             _count_p, trials=1500)
+    assert found <= 0.05
+
+
+def test_the_sequential_plan_decides_a_real_bimodal_difference():
+    """Power: a GRU that always learns against a vanilla RNN that learns in 40% of seeds is decided by 20 seeds
+    in most simulated experiments."""
+    plan = S.SequentialPlan(looks=(5, 10, 20))
+    rng = np.random.default_rng(1)
+    decided = 0
+    for _ in range(300):
+        gru, rnn = np.ones(20), (rng.random(20) < 0.4).astype(float)
+        decided += any(_count_p(gru[:n], rnn[:n]) < plan.level for n in plan.looks)
+    assert decided / 300 > 0.9
