@@ -490,3 +490,44 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
     assert verdict["claim"] == claim.text and "(3 seeds)" in verdict["evidence"] and verdict["p_value"] is not None
     with open(tmp_path / "grads" / "results.csv") as f:
         assert all(float(row["gradient_median"]) > 0 for row in csv.DictReader(f))
+
+
+def test_a_sequential_plan_adds_seeds_only_where_a_claim_is_undecided(tmp_path):
+    """Looks after 2 and 3 seeds: the claim that 2 seeds decide keeps its configurations at 2; the other
+    claim's configurations get a third seed; each verdict row says with how many seeds and at which level
+    it was decided, with its raw and Holm-adjusted p, P(A>B) and the seeds used, as results.json keeps it."""
+    import dataclasses
+
+    from rnnlab.experiments.runner import RunSpec, run_experiment
+    from rnnlab.experiments.statistics import SequentialPlan
+    from rnnlab.experiments.verdicts import Claim
+
+    options = {"n_train": 40, "n_dev": 20, "n_test": 20, "length": 5, "features": 3}
+
+    def specs(quick: bool) -> list[RunSpec]:
+        settings = {"hidden": 4, "layers": 1, "epochs": 1, "batch_size": 20}
+        return [RunSpec(name, "mean-sign", {**settings, "cell": "gru" if name != "rnn-big" else "rnn",
+                                            **({"lr": 1e-9} if name == "frozen" else {})}, options)
+                for name in ("frozen", "gru", "rnn-big")]
+
+    # "frozen" (lr 1e-9) vs "gru": their test losses differ; a claim that a lr of 1e-9 trains better than
+    # itself is decided "not reproduced" only if the plan can tell; a claim with a huge smallest effect is
+    # shown absent at once
+    exp = dataclasses.replace(
+        _tiny_study(), name="seq", specs=specs, published={}, reasons={}, analyses=[], search="",
+        claims=[Claim("gru beats rnn-big by ten points", "gru", "rnn-big", "test_accuracy", smallest_effect=10.0),
+                Claim("gru beats frozen", "gru", "frozen", "test_accuracy")],
+        sequential=SequentialPlan(looks=(2, 3)))
+    results = run_experiment(exp, tmp_path, seeds=None, workers=1, progress=False)
+    absent, other = results["verdicts"]
+    assert absent["verdict"] == "not reproduced" and absent["look"] == 1 and absent["seeds"] == 2
+    assert "smallest effect of interest 10" in absent["reason"]
+    assert results["seeds_by_key"]["rnn-big"] == 2          # decided at the first look: no more seeds
+    if other["look"] == 2:
+        assert results["seeds_by_key"]["gru"] == results["seeds_by_key"]["frozen"] == 3 and other["seeds"] == 3
+    assert all(v["level"] == pytest.approx(0.025) for v in results["verdicts"])
+    for v in results["verdicts"]:
+        assert {"p_value", "p_adjusted", "test", "prob_superiority", "seeds"} <= set(v)
+    saved = json.loads((tmp_path / "seq" / "results.json").read_text())
+    assert saved["sequential"] == {"looks": [2, 3], "alpha": 0.05, "level": 0.025}
+    assert any("group-sequential plan" in note for note in saved["notes"])

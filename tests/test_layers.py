@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it (the README's picture)
 LAYERS = [
-    ("rnnlab.common", "rnnlab.init"),
+    ("rnnlab.common", "rnnlab.init", "rnnlab.metrics"),
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",

@@ -103,7 +103,7 @@ def test_clopper_pearson_equals_statsmodels_and_inverts_the_binomial_test(k, n):
         assert (S.binomial_p(k, n, rate) >= 0.05) == inside or abs(rate - low) < 1e-6 or abs(rate - high) < 1e-6
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(p=st.lists(st.floats(0, 1), min_size=1, max_size=12))
 def test_holm_equals_statsmodels(p):
     assert S.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-12)

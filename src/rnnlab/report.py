@@ -328,8 +328,10 @@ def _sweep_comparison_rows(summary: dict[str, Any]) -> tuple[list[str], list[lis
     return header, rows
 
 
-COMPARISON_NOTE = ("Each pair of the first axis's values compared at every point of the other axes, over seeds; "
-                   "the verdict uses Holm's correction over all the comparisons in this table (p < 0.05).")
+COMPARISON_NOTE = ("Each pair of the first axis's values compared at every point of the other axes, over seeds "
+                   "(Welch's t-test, or for counts of successful trials the exact unconditional score test with the "
+                   "interval that inverts it); the verdict uses Holm's correction over all the comparisons in this "
+                   "table (p < 0.05).")
 
 
 def _spans_decades(values: list[float]) -> bool:
@@ -373,7 +375,7 @@ def _sweep_intro(summary: dict[str, Any]) -> list[str]:
     count_metric = is_count(summary["metric"])
     chosen = ("by the number of its trials that succeed" if count_metric else
               f"({summary['mode']}imised) as the mean over each configuration's seeds")
-    intervals = ("Intervals are Wilson 95% intervals of the success rate" if count_metric else
+    intervals = ("Intervals are Clopper–Pearson 95% intervals of the success rate" if count_metric else
                  "Intervals are 95% t intervals over seeds")
     trained = (f"; {summary['trained_now']} trained by this call in {summary['seconds']:.0f} s on the "
                f"{summary['executor']} executor" if summary["trained_now"] else "")
@@ -421,6 +423,43 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
     """What a terminal shows after a sweep: the counts and the best configuration per group."""
     best = _md_table(*_sweep_best_rows(summary))
     return "\n".join([f"# Sweep {summary['source']}", "", *_sweep_intro(summary), "", best])
+
+
+def republish_sweep_comparisons(report: str | Path) -> Path:
+    """Recompute a published sweep's best-per-group table and its comparisons from the trials published
+    beside it (``trials.csv``, matched to the sweep file's trials by id) with today's statistics, and
+    rewrite those two sections of its ``report.md``; its figures and trial table, measured then, stay."""
+    from rnnlab.experiments.sweeps import compare_first_axis, load_sweep, summarize
+
+    report = Path(report)
+    text = report.read_text()
+    source = re.search(r"rnnlab sweep (\S+\.toml)", text).group(1)
+    sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
+    by_id = {t.id: t for t in sweep.trials()}
+    records = []
+    with open(report.parent / "trials.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            trial = by_id[row["id"]]
+            fixed = {"id", "seed", "seconds", "status", "error", *sweep.searched}
+            records.append({"id": row["id"], "group": trial.group, "config": trial.config, "values": trial.values,
+                            "seed": int(row["seed"]), "status": row["status"], "error": row["error"],
+                            "seconds": float(row["seconds"] or 0.0),
+                            "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
+    summary = {"metric": sweep.metric, "searched": sweep.searched, "groups": summarize(sweep, records),
+               "comparisons": compare_first_axis(sweep, records)}
+    text = text.replace("Intervals are Wilson 95% intervals", "Intervals are Clopper–Pearson 95% intervals")
+    start = text.index("## Best configuration per group")
+    end = text.index("\n## ", start + 1) + 1
+    text = text[:start] + "\n".join(["## Best configuration per group", "", _md_table(*_sweep_best_rows(summary)),
+                                     ""]) + "\n" + text[end:]
+    compared = _sweep_comparison_rows(summary)
+    if "## Compared at each point" in text and compared[1]:
+        start = text.index("## Compared at each point")
+        end = min(i for i in (text.find("\n## ", start + 1), text.find("\n![", start + 1)) if i >= 0) + 1
+        text = text[:start] + "\n".join(["## Compared at each point", "", COMPARISON_NOTE, "", _md_table(*compared),
+                                         ""]) + "\n" + text[end:]
+    report.write_text(text)
+    return report
 
 
 def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:

@@ -171,16 +171,6 @@ def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
 
 
-def _settings_key(settings: dict[str, Any]) -> str:
-    return json.dumps(settings, sort_keys=True, default=str)
-
-
-def _finished_jobs(exp_dir: Path) -> dict[str, Path]:
-    """The finished jobs of a run folder, by their settings (seed included)."""
-    return {_settings_key(complete_settings(json.loads(p.read_text())["run"]["settings"])): p.parent
-            for p in sorted((exp_dir / "jobs").glob("*/result.json"))}
-
-
 def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     """The settings a job folder was trained with (its result, else the checkpoint of an interrupted
     run), or None when nothing is stored there."""

@@ -155,6 +155,11 @@ def judge_claim(claim: Claim, runs: list[dict], seeds: int | None = None, level:
     count = claim.threshold is not None or metric_info(claim.metric).is_count
     a, b = (_successes(raw_a, claim), _successes(raw_b, claim)) if claim.threshold is not None else (raw_a, raw_b)
     result = st.compare_counts(a, b) if count else st.compare_means(a, b)
+    bounds = metric_info(claim.metric).bounds
+    if bounds is not None and not count:    # a difference of accuracies cannot pass ± their range
+        span = bounds[1] - bounds[0]
+        low, high = st.clip_to_range(result.low, result.high, (-span, span))
+        result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
     sign = 1.0 if claim.higher_is_better else -1.0
     superiority = st.prob_superiority(raw_a, raw_b) if claim.higher_is_better else st.prob_superiority(raw_b, raw_a)
     if count:
