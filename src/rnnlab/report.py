@@ -639,7 +639,8 @@ def read_runs_csv(path: str | Path) -> list[dict]:
 def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     """Recompute the verdicts of the published page ``dest/NAME.md`` from the runs published beside it
     (``NAME/runs.csv``, ``NAME/tuned-runs.csv``) with today's statistics, and rewrite its 'In short' and
-    'Verdicts' sections (and the claims' strips of dots); the rest of the page, measured then, stays."""
+    'Verdicts' sections (and the claims' strips of dots), and its 'Tuning budget' from the search trials
+    beside it (``NAME/search-trials.csv``); the rest of the page, measured then, stays."""
     from rnnlab.experiments.studies import EXPERIMENTS
 
     dest = Path(dest)
@@ -659,6 +660,11 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     if start is not None:
         end = body.index("\n## ", start + 1) + 1
         body = body[:start] + "\n".join(_verdicts_block(variants, name, dest / name)) + "\n" + body[end:]
+    if "## Tuning budget" in body and (dest / name / SEARCH_TRIALS).is_file():
+        start = body.index("## Tuning budget")
+        end = body.index("\n## ", start + 1) + 1
+        block = expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name, name)
+        body = body[:start] + "\n".join(block) + "\n" + body[end:]
     page.write_text("\n".join([title, "", *_in_short_block(variants)]) + "\n" + body)
     return page
 
@@ -716,19 +722,20 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
                                 figures_dir / "tuned-expected-best.png", "trials of the search (n)",
                                 f"expected best {metric}", "Expected best score against the tuning budget")
     lines = [f"{key}: {_fmt(c[0])} after 1 trial → {_fmt(c[-1])} after {len(c)}" for key, c in curves.items()]
-    width = min(len(c) for c in curves.values())
     sign = -1 if higher else 1
-
-    def order(n: int) -> list[str]:
-        return sorted(curves, key=lambda k: sign * curves[k][n - 1])
-
-    crossing = [n for n in range(2, width + 1) if order(n) != order(n - 1)]
+    # the pairs the study's claims compare (else every pair): does the better one depend on the budget?
+    pairs = [(c.better, c.worse) for c in exp.claims if c.better in curves and c.worse in curves] or \
+        [(a, b) for i, a in enumerate(curves) for b in list(curves)[i + 1:]]
+    findings = []
+    for a, b in pairs:
+        width = min(len(curves[a]), len(curves[b]))
+        ahead = [a if sign * (curves[a][n] - curves[b][n]) < 0 else b for n in range(width)]
+        changes = [n + 1 for n in range(1, width) if ahead[n] != ahead[n - 1]]
+        findings.append(f"{a} vs {b}: {ahead[-1]} ahead at every budget from 1 to {width} trials" if not changes else
+                        f"{a} vs {b}: the winner depends on the budget ({ahead[0]} ahead after 1 trial, "
+                        f"{ahead[-1]} after {width}; they cross at n = {', '.join(map(str, changes))})")
     still = [k for k, c in curves.items() if len(c) > 1 and abs(c[-1] - c[-2]) > 0.01 * max(abs(c[0] - c[-1]), 1e-12)]
-    finding = (f"which configuration's search finds the best {metric} depends on the budget: the order changes at n = "
-               f"{', '.join(map(str, crossing))} (from {', '.join(order(1))} to {', '.join(order(width))})"
-               if crossing and len(curves) > 1 else
-               f"the order ({', '.join(order(width))}) is the same at every budget from 1 to {width} trials"
-               if len(curves) > 1 else "one configuration tuned")
+    finding = "; ".join(findings) if findings else "one configuration tuned"
     improving = (f"; still improving at the last trial (more than 1% of its gain): {', '.join(still)}" if still
                  else "; every curve has flattened by its last trial")
     return ["## Tuning budget", "",
