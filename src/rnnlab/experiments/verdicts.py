@@ -257,7 +257,7 @@ def judge_published(key: str, metric: str, published: Any, runs: list[dict], rea
     why = declared.why if declared else info.why
     result = st.equivalence(values, band, tolerance, count=info.is_count, bounds=info.bounds)
     verdict = Verdict(claim, evidence, result.estimate - target, result.low - target, result.high - target,
-                      _published_test(info.is_count), None, "", reason, seeds=len(values), tolerance=tolerance,
+                      "", None, "", reason, seeds=len(values), tolerance=tolerance,
                       tolerance_why=why)
     if not info.is_count and len(values) >= 2:
         low, high = st.clip_to_range(*st.prediction_interval(values), info.bounds)
@@ -266,6 +266,7 @@ def judge_published(key: str, metric: str, published: Any, runs: list[dict], rea
         verdict.verdict = inconclusive(len(values))
         return verdict
     inside = band[0] - tolerance <= result.estimate <= band[1] + tolerance
+    verdict.test = _published_test(info.is_count, inside)
     if inside:
         verdict.p_value, verdict.if_significant = result.p_tost, f"matches (within ±{tolerance:.3g})"
     else:
@@ -279,10 +280,12 @@ def judge_published(key: str, metric: str, published: Any, runs: list[dict], rea
     return verdict
 
 
-def _published_test(count: bool) -> str:
-    if count:
-        return "exact binomial tests against the tolerance (Clopper–Pearson interval)"
-    return "two one-sided t-tests against the tolerance (TOST); t interval of our mean"
+def _published_test(count: bool, inside: bool = True) -> str:
+    """The test whose p decides: equivalence (TOST) where our estimate lies within the tolerance, else the
+    test against the tolerance's nearer edge."""
+    against = "two one-sided tests against the tolerance (TOST)" if inside else \
+        "two-sided test against the tolerance's nearer edge"
+    return f"exact binomial: {against}; Clopper–Pearson interval" if count else f"t: {against}; t interval of our mean"
 
 
 def decide_published(verdict: Verdict, p: float, level: float) -> None:
