@@ -274,14 +274,21 @@ def prob_superiority(a, b) -> float:
     return float(((a > b).sum() + 0.5 * (a == b).sum()) / (a.size * b.size))
 
 
-def welch_power(difference: float, std: float, n_a: int, n_b: int, alpha: float = ALPHA) -> float:
-    """Power of the two-sided two-sample t-test (equal spreads ``std``) to find ``difference``."""
+def welch_power(difference: float, std: float, n_a: int, n_b: int, alpha: float = ALPHA,
+                std_b: float | None = None) -> float:
+    """Power of the two-sided two-sample t-test to find ``difference``: with equal spreads ``std`` the
+    pooled test; with ``std_b`` (the other side's spread) Welch's, its degrees of freedom by
+    Welch–Satterthwaite (one side without spread leaves the other side's n − 1)."""
     if n_a < 2 or n_b < 2:
         return 0.0
-    if std == 0:
+    va, vb = std ** 2 / n_a, (std if std_b is None else std_b) ** 2 / n_b
+    if va + vb == 0:
         return 1.0 if difference != 0 else alpha
-    df = n_a + n_b - 2
-    ncp = abs(difference) / (std * math.sqrt(1 / n_a + 1 / n_b))
+    if std_b is None:
+        df = n_a + n_b - 2
+    else:
+        df = (va + vb) ** 2 / ((va ** 2 / (n_a - 1) if va else 0.0) + (vb ** 2 / (n_b - 1) if vb else 0.0))
+    ncp = abs(difference) / math.sqrt(va + vb)
     crit = stats.t.ppf(1 - alpha / 2, df)
     return float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
 
@@ -301,15 +308,16 @@ def detectable_difference(n_a: int, n_b: int, std: float = 1.0, power: float = P
 
 
 def seeds_needed(difference: float, std: float, power: float = POWER, alpha: float = ALPHA,
-                 most: int = 10_000) -> int | None:
-    """Seeds per side for the t-test to find ``difference`` with ``power`` given the spread ``std``;
-    None when no number up to ``most`` would (a zero difference)."""
+                 most: int = 10_000, std_b: float | None = None) -> int | None:
+    """Seeds per side for the t-test to find ``difference`` with ``power`` given the spread ``std`` (and,
+    for Welch's test, the other side's ``std_b``); None when no number up to ``most`` would (a zero
+    difference)."""
     if difference == 0:
         return None
-    if std == 0:
+    if std == 0 and not std_b:
         return 2
     for n in range(2, most + 1):
-        if welch_power(difference, std, n, n, alpha) >= power:
+        if welch_power(difference, std, n, n, alpha, std_b) >= power:
             return n
     return None
 

@@ -167,7 +167,8 @@ def judge_claim(claim: Claim, runs: list[dict], seeds: int | None = None, level:
         detectable = None
     else:
         spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
-        needed = st.seeds_needed(result.difference, spread)
+        # Welch's test decides: its power with each side's own spread (a side without spread costs df)
+        needed = st.seeds_needed(result.difference, float(a.std(ddof=1)), std_b=float(b.std(ddof=1)))
         detectable = st.detectable_difference(len(a), len(b), spread)
     verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
                       "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
