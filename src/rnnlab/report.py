@@ -19,6 +19,7 @@ import numpy as np
 
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import read_calls
+from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
 
@@ -600,6 +601,13 @@ def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir:
     if not claims and not published:
         return []
     parts = ["## Verdicts", "", VERDICT_LEGEND, ""]
+    tuned = variants.get(TUNED, {})
+    first = min((r["seed"] for r in tuned.get("runs", [])), default=TUNED_FIRST_SEED)
+    if first < TUNED_FIRST_SEED:
+        parts += [f"The tuned runs on this page predate the rule that tuned runs train on seeds the search never "
+                  f"trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as the search did, and its "
+                  "searched settings were selected on one seed or two, so 'tuned' may flatter the configuration "
+                  "that won the search. `rnnlab reproduce NAME --tune --publish` replaces them.", ""]
     sentences = {label: power_sentence(results) for label, results in variants.items()}
     if len(set(sentences.values())) == 1:
         parts += [next(iter(sentences.values())), ""]
@@ -650,7 +658,7 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
         if (dest / name / file).is_file():
             runs = read_runs_csv(dest / name / file)
             seeds = min(sum(r["key"] == key for r in runs) for key in {r["key"] for r in runs})
-            variants[label] = {"verdicts": stored_verdicts(exp, runs), "seeds": seeds}
+            variants[label] = {"verdicts": stored_verdicts(exp, runs), "seeds": seeds, "runs": runs}
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     text = page.read_text()
