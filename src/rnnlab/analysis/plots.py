@@ -3,6 +3,7 @@ returns its path."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -200,7 +201,10 @@ def plot_claim_strips(claims: list[dict], path, title: str = "Each claim's runs,
     fig, axes = plt.subplots(1, len(claims), figsize=(max(3.2 * len(claims), 4.5), 3.8), squeeze=False)
     rng = np.random.default_rng(0)
     for ax, claim in zip(axes[0], claims):
+        shared = os.path.commonprefix(list(claim["values"]))      # "embedded-reber-gru-10" → "gru-10"
+        cut = shared.rfind("-") + 1 if len(claim["values"]) > 1 else 0
         for i, (name, values) in enumerate(claim["values"].items()):
+            name = name[cut:]
             values = np.asarray(values, float)
             ax.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=20, alpha=0.75, color=_color(name) or
                        f"C{i}", zorder=3)
@@ -208,7 +212,7 @@ def plot_claim_strips(claims: list[dict], path, title: str = "Each claim's runs,
                 ax.hlines(values.mean(), i - 0.25, i + 0.25, color="black", lw=1.5, zorder=4)
         if claim.get("threshold") is not None:
             ax.axhline(claim["threshold"], color="grey", ls="--", lw=1, zorder=2)
-        names = list(claim["values"])
+        names = [name[cut:] for name in claim["values"]]
         ax.set_xticks(range(len(names)), [n if len(n) <= 18 else n[:17] + "…" for n in names], fontsize=7,
                       rotation=15)
         ax.set_xlim(-0.6, len(names) - 0.4)
