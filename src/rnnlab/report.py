@@ -732,8 +732,9 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
     lines = [f"{key}: {_fmt(c[0])} after 1 trial → {_fmt(c[-1])} after {len(c)}" for key, c in curves.items()]
     sign = -1 if higher else 1
     # the pairs the study's claims compare (else every pair): does the better one depend on the budget?
-    pairs = list(dict.fromkeys((c.better, c.worse) for c in exp.claims if c.better in curves and c.worse in curves)) \
-        or [(a, b) for i, a in enumerate(curves) for b in list(curves)[i + 1:]]
+    claimed = {frozenset((c.better, c.worse)): (c.better, c.worse) for c in reversed(exp.claims)
+               if c.better in curves and c.worse in curves}       # a pair claimed both ways: counted once
+    pairs = list(reversed(claimed.values())) or [(a, b) for i, a in enumerate(curves) for b in list(curves)[i + 1:]]
     findings = []
     for a, b in pairs:
         width = min(len(curves[a]), len(curves[b]))
