@@ -562,3 +562,21 @@ def test_the_ptb_dev_reason_cites_the_published_runs_and_one_stream_evaluation()
     gap = dev - values("lstm", "test_perplexity")
     assert f"test perplexity lies {zaremba_dev - zaremba_test:.1f} below its dev perplexity, ours {gap.mean():.1f} " \
            f"({_span(gap, 1)} per seed)" in PTB_DEV_GAP
+
+
+def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path):
+    """Republishing from the runs and trials published beside each page (``republish_verdicts``,
+    ``republish_sweep_comparisons``) changes no page: the words, numbers, intervals and budget findings on
+    docs/results are today's code applied to the stored data."""
+    import shutil
+
+    from rnnlab.report import republish_sweep_comparisons, republish_verdicts
+
+    copy = tmp_path / "results"
+    shutil.copytree(PUBLISHED, copy)
+    for name in sorted(n for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file()):
+        republish_verdicts(name, copy)
+        assert (copy / f"{name}.md").read_text() == (PUBLISHED / f"{name}.md").read_text(), name
+    for report in sorted(PUBLISHED.glob("*/report.md")):
+        republish_sweep_comparisons(copy / report.parent.name / "report.md")
+        assert (copy / report.parent.name / "report.md").read_text() == report.read_text(), report.parent.name
