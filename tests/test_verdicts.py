@@ -580,3 +580,14 @@ def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_st
     for report in sorted(PUBLISHED.glob("*/report.md")):
         republish_sweep_comparisons(copy / report.parent.name / "report.md")
         assert (copy / report.parent.name / "report.md").read_text() == report.read_text(), report.parent.name
+
+
+def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():
+    """A sequential plan's look judges the first n seeds in seed order, also for a tuned study (seeds 1000…)."""
+    from rnnlab.experiments.verdicts import values_of
+
+    runs = [{"key": "a", "seed": 1000 + s, "m": float(s)} for s in (4, 0, 3, 1, 2)]
+    assert list(values_of(runs, "a", "m", seeds=3)) == [0.0, 1.0, 2.0]
+    assert len(values_of(runs, "a", "m")) == 5
+    assert judge_claim(CLAIM, runs + [{"key": "b", "seed": 1000 + s, "m": 9.0 + s} for s in range(5)],
+                       seeds=3).seeds == 3

@@ -76,10 +76,8 @@ def _power(v: dict[str, Any]) -> str:
 
 
 def _prediction(v: dict[str, Any]) -> str:
-    """A single published run placed among ours: inside or outside one run's 95% prediction interval."""
-    if v.get("prediction_low") is None or v["difference"] is None:
-        return "–"
-    return f"[{_fmt(v['prediction_low'])}, {_fmt(v['prediction_high'])}]"
+    """Where one more of our runs would fall (95%), beside a published single run."""
+    return "–" if v.get("prediction_low") is None else f"[{_fmt(v['prediction_low'])}, {_fmt(v['prediction_high'])}]"
 
 
 def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -448,7 +446,6 @@ def republish_sweep_comparisons(report: str | Path) -> Path:
                             "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
     summary = {"metric": sweep.metric, "searched": sweep.searched, "groups": summarize(sweep, records),
                "comparisons": compare_first_axis(sweep, records)}
-    text = text.replace("Intervals are Wilson 95% intervals", "Intervals are Clopper–Pearson 95% intervals")
     start = text.index("## Best configuration per group")
     end = text.index("\n## ", start + 1) + 1
     text = text[:start] + "\n".join(["## Best configuration per group", "", _md_table(*_sweep_best_rows(summary)),

@@ -108,9 +108,10 @@ class Verdict:
 
 
 def values_of(runs: list[dict], key: str, metric: str, seeds: int | None = None) -> np.ndarray:
-    """One finite value per seed of configuration ``key`` (the first ``seeds`` seeds, when given)."""
-    out = [r[metric] for r in runs if r["key"] == key and r.get(metric) is not None
-           and (seeds is None or r.get("seed", 0) < seeds)]
+    """One finite value per seed of configuration ``key``: of its first ``seeds`` seeds in seed order, when
+    given (a sequential plan's look; a tuned study's seeds start at 1000, not 0)."""
+    mine = sorted((r for r in runs if r["key"] == key), key=lambda r: r.get("seed", 0))[:seeds]
+    out = [r[metric] for r in mine if r.get(metric) is not None]
     return np.asarray([v for v in out if math.isfinite(v)], dtype=np.float64)
 
 
