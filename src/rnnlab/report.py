@@ -19,6 +19,7 @@ import numpy as np
 
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import read_calls
+from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
@@ -33,8 +34,18 @@ METRIC_NAMES = {
     "gradient_median": "median abs. gradient per string",
     "step10_gradient_share": "10th step back / full gradient",
     "first_step_gradient_log10": "log10 gradient, first / last step",
-    "train_accuracy_epoch1": "train accuracy, epoch 1", "train_accuracy_epoch10": "train accuracy, epoch 10",
+    "best_epoch": "best-dev epoch",
 }
+
+
+def metric_label(metric: str) -> str:
+    """A metric's column header: its name, or a history metric's as "NAME, epoch N"."""
+    if metric in METRIC_NAMES:
+        return METRIC_NAMES[metric]
+    history = re.fullmatch(r"(\w+)_epoch(\d+)", metric)
+    if history:
+        return f"{metric_label(history.group(1))}, epoch {history.group(2)}"
+    return metric.replace("_", " ")
 
 
 def _fmt(value: float | None) -> str:
@@ -117,7 +128,7 @@ def power_sentence(results: dict[str, Any]) -> str:
 
 def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     metrics = results["metrics"]
-    header = ["configuration", "parameters", "seeds"] + [METRIC_NAMES.get(m, m) for m in metrics]
+    header = ["configuration", "parameters", "seeds"] + [metric_label(m) for m in metrics]
     rows = [[row["key"], str(row["num_params"]), str(row["seeds"])] + [_cell(row, m) for m in metrics]
             for row in results["summary"]]
     return header, rows
@@ -623,15 +634,17 @@ def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir:
     return parts
 
 
-def stored_verdicts(exp: Any, runs: list[dict]) -> list[dict]:
+def stored_verdicts(exp: Any, runs: list[dict], root: str | Path = RESULTS_ROOT) -> list[dict]:
     """The verdicts of a study from its stored per-run metrics (``NAME/runs.csv``): the claims and
-    published numbers whose configurations the runs hold (a tuned run holds only those it tunes)."""
+    published numbers whose configurations the runs hold (a tuned run holds only those it tunes),
+    with the measured reasons computed from the published results under ``root``."""
     from rnnlab.experiments.verdicts import verdict_table
 
     keys = {run["key"] for run in runs}
     claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
     published = {k: v for k, v in exp.published.items() if k[0] in keys}
-    return verdict_table(claims, published, exp.reasons, runs)
+    reasons = render_reasons({k: v for k, v in exp.reasons.items() if k in published}, Path(root), exp.published)
+    return verdict_table(claims, published, reasons, runs)
 
 
 def read_runs_csv(path: str | Path) -> list[dict]:
@@ -655,26 +668,37 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
         if (dest / name / file).is_file():
             runs = read_runs_csv(dest / name / file)
             seeds = min(sum(r["key"] == key for r in runs) for key in {r["key"] for r in runs})
-            variants[label] = {"verdicts": stored_verdicts(exp, runs), "seeds": seeds, "runs": runs}
+            variants[label] = {"verdicts": stored_verdicts(exp, runs, dest), "seeds": seeds, "runs": runs}
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     text = page.read_text()
     title, rest = text.split("\n", 1)
     body = rest[rest.index("Study: "):]
-    start = body.index("## Verdicts") if "## Verdicts" in body else None
-    if start is not None:
-        end = body.index("\n## ", start + 1) + 1
-        body = body[:start] + "\n".join(_verdicts_block(variants, name, dest / name)) + "\n" + body[end:]
+    if "## Verdicts" in body:
+        body = _replace_section(body, "## Verdicts", _verdicts_block(variants, name, dest / name))
     if "## Tuning budget" in body and (dest / name / SEARCH_TRIALS).is_file():
-        start = body.index("## Tuning budget")
-        end = body.index("\n## ", start + 1) + 1
         block = expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name, name)
-        body = body[:start] + "\n".join(block) + "\n" + body[end:]
+        body = _replace_section(body, "## Tuning budget", block)
+    findings = [f"- {render(finding, dest, exp.published)}" for finding in exp.findings]
+    if findings:
+        body = _replace_section(body, FINDINGS, [FINDINGS, "", *findings, ""], before="## Results")
     page.write_text("\n".join([title, "", *_in_short_block(variants)]) + "\n" + body)
     return page
 
 
 SEARCH_TRIALS = "search-trials.csv"     # every trial of the tuned page's searches, beside the page
+FINDINGS = "## Findings"                # the study's measured findings (findings.toml), from the published runs
+
+
+def _replace_section(body: str, heading: str, block: list[str], before: str | None = None) -> str:
+    """The page body with its section ``heading`` replaced by ``block`` (inserted before the first
+    heading starting with ``before`` if the page has none)."""
+    if heading in body:
+        start = body.index(heading)
+        end = body.index("\n## ", start + 1) + 1
+    else:
+        start = end = body.index("\n" + before) + 1
+    return body[:start] + "\n".join(block) + "\n" + body[end:]
 
 
 def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
@@ -813,4 +837,6 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         parts += [f"## Settings {label}", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
     path = dest / f"{name}.md"
     path.write_text("\n".join(parts))
-    return path
+    # the verdicts as every republish computes them: from the runs.csv just written, with the measured
+    # reasons quoting the results (this page's notes included) as they now stand
+    return republish_verdicts(name, dest)

@@ -28,6 +28,7 @@ import numpy as np
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import log_call, one_thread_workers
+from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.settings import (
     build,
     complete_settings,
@@ -92,8 +93,10 @@ class Context:
 class Experiment:
     """A study as data: its configurations (``specs(quick)``), the metrics its tables show, the
     published numbers keyed by (spec key, metric) (a number, a (low, high) range or text), the
-    claims it makes (``verdicts.Claim``), the measured reasons where our numbers differ, the named
-    analysis steps it runs after training (``rnnlab.analysis.steps``), fixed notes, and the study's
+    claims it makes (``verdicts.Claim``), the reasons where our numbers differ (a text, or a
+    ``findings.Finding`` whose numbers are computed from the published runs), the named
+    analysis steps it runs after training (``rnnlab.analysis.steps``), fixed notes, measured findings
+    about its published runs (``findings``: shown on the published page), and the study's
     search (``search``: a sweep file's text without task and settings, see ``rnnlab.experiments.sweeps``;
     ``reproduce NAME --tune`` runs it for each configuration in ``tune`` (default: all) and trains
     those, with the claims and published numbers that concern only them). ``sequential``: a
@@ -110,9 +113,10 @@ class Experiment:
     metric_names: list[str]
     published: dict[tuple[str, str], Any] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
-    reasons: dict[tuple[str, str], str] = field(default_factory=dict)
+    reasons: dict[tuple[str, str], Finding | str] = field(default_factory=dict)
     analyses: list[Callable[[Context], Findings]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     search: str = ""
     tune: list[str] | None = None
     sequential: SequentialPlan | None = None
@@ -279,12 +283,14 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     found = run_steps(exp.analyses, context)
     for run in runs:
         run.update(found.run_metrics.get((run["key"], run["seed"]), {}))
+    # the measured reasons as the published results word them (left out where those are not at hand)
+    reasons = render_reasons(exp.reasons, RESULTS_ROOT, exp.published, strict=False)
     if plan:
         claim_rows = [decided[c.text] for c in exp.claims]
-        verdicts = claim_rows + verdict_table([], exp.published, exp.reasons, runs)
+        verdicts = claim_rows + verdict_table([], exp.published, reasons, runs)
         found.notes.append(_plan_note(plan, claim_rows))
     else:
-        verdicts = verdict_table(exp.claims, exp.published, exp.reasons, runs)
+        verdicts = verdict_table(exp.claims, exp.published, reasons, runs)
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": min(counts.values()), "seeds_by_key": counts, "metrics": exp.metric_names,

@@ -5,10 +5,13 @@ numbers, and the named analysis steps each one calls (``rnnlab.analysis.steps``)
 
 Every ``specs(quick)`` returns the configurations; ``quick=True`` shrinks data and epochs only.
 A configuration's settings override the study defaults of its task (``experiments.defaults``).
+What the stored runs measured is not written here: the measured reasons are data
+(``findings.toml``), their numbers computed from the published runs when a page is published.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from rnnlab.analysis.steps import (
@@ -28,9 +31,18 @@ from rnnlab.analysis.steps import (
 )
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
+from rnnlab.experiments.findings import load_finding_notes, load_findings
 from rnnlab.experiments.runner import Experiment, RunSpec
 from rnnlab.experiments.statistics import SequentialPlan
 from rnnlab.experiments.verdicts import Claim
+
+
+def _with_findings(exp: Experiment) -> Experiment:
+    """The study with what ``findings.toml`` declares for it: the measured reasons of its published
+    numbers, and its other measured findings."""
+    return dataclasses.replace(exp, reasons=load_findings(exp.name, exp.published),
+                               findings=load_finding_notes(exp.name))
+
 
 # -- the searches of ``reproduce NAME --tune`` (sweep files without task and settings) ---------------
 
@@ -78,50 +90,30 @@ def _mean_sign_specs(quick: bool) -> list[RunSpec]:
             RunSpec("rnn-64x2-n250", "mean-sign", settings, {**small, "n_train": 250 if not quick else 100})]
 
 
-# the last epoch from the stored runs' histories (5 seeds), the sizes from docs/results/mean-sign-map-data
-MEAN_SIGN_TRAIN_GAP = (
-    "not explained by what we measured. The blog reports its last epoch: ours at theirs (epoch 50) fit the training "
-    "set exactly (running train loss 0.0003-0.0008, accuracy 100%); the best-dev parameters tested here (epochs "
-    "7-12), at every training-set size from 250 to 4,000 sequences, give train losses of 0.058-0.074 "
-    "(docs/results/mean-sign-map-data), below the blog's 0.1258. Its data sizes and how it measures the training "
-    "loss are not given")
+# the blog reports its last epoch; ours test the best-dev epoch's parameters, and also report the last's
+MEAN_SIGN_EPOCHS = STUDY_DEFAULTS["mean-sign"]["epochs"]
 
-# from this study's own runs (rnn-64x2 on 4,000 training sequences, rnn-64x2-n250 on 250; 5 seeds each)
-MEAN_SIGN_CURVE = (
-    "the training set's size, in part: with 250 training sequences (rnn-64x2-n250) our first epoch ends at 50.2% "
-    "train accuracy, as the blog's (50.3%; with 4,000: 83.7%), but neither 250 nor 4,000 sequences give its 87.8% "
-    "after epoch 10 (ours 94.4% and 95.8%); not explained further")
-
-MEAN_SIGN = Experiment(
+MEAN_SIGN = _with_findings(Experiment(
     name="mean-sign", title="S5: a 2-layer vanilla RNN on the sign of a sequence's mean", study="S5 (tutorial blog)",
     about="Sequences of 20 steps × 10 N(0,1) features; the label is the sign of the global mean. 2-layer tanh RNN "
     "with 64 units and PyTorch's two biases (13,314 parameters), Adam 1e-3, 50 epochs, rate halved at epoch 20; "
     "4000/1000/1000 train/dev/test sequences (the blog does not give its sizes); best-dev parameters restored.",
     specs=_mean_sign_specs, search=LR_SEARCH, tune=["rnn-64x2"],
     metric_names=["train_accuracy", "test_accuracy", "train_loss", "test_loss", "train_accuracy_epoch1",
-                  "train_accuracy_epoch10", "first_step_gradient_log10"],
+                  "train_accuracy_epoch10", "first_step_gradient_log10", "best_epoch",
+                  f"train_loss_epoch{MEAN_SIGN_EPOCHS}", f"train_accuracy_epoch{MEAN_SIGN_EPOCHS}"],
     published={("rnn-64x2", "train_accuracy"): 0.9531, ("rnn-64x2", "test_accuracy"): 0.9320,
                ("rnn-64x2", "train_loss"): 0.1258, ("rnn-64x2", "test_loss"): 0.1746,
                # "early steps orders of magnitude smaller" than the last step's gradient: read as ≥ 100×
                ("rnn-64x2", "first_step_gradient_log10"): (None, -2.0),
                # its learning curve: train accuracy 50.31% → 87.81% over the first 10 epochs
                ("rnn-64x2", "train_accuracy_epoch1"): 0.5031, ("rnn-64x2", "train_accuracy_epoch10"): 0.8781},
-    reasons={**{("rnn-64x2", m): MEAN_SIGN_TRAIN_GAP for m in ("train_accuracy", "train_loss")},
-             **{("rnn-64x2", f"train_accuracy_epoch{n}"): MEAN_SIGN_CURVE for n in (1, 10)},
-             ("rnn-64x2", "test_accuracy"): "the training set's size, which the blog does not give: with 250 or 500 "
-             "training sequences instead of 4,000 our 95% interval holds its 93.2% ([0.902, 0.951] and [0.929, "
-             "0.952], 5 seeds; docs/results/mean-sign-map-data)",
-             ("rnn-64x2", "test_loss"): "the training set's size, which the blog does not give: with 250 training "
-             "sequences our 95% interval holds its 0.1746 ([0.120, 0.219], 5 seeds; docs/results/mean-sign-map-data)"},
     analyses=[GradientFlow({"rnn-64x2": "rnn-64x2"}), Dynamics("rnn-64x2"),
-              HistoryAt("train_accuracy", (1, 10))],
-)
+              HistoryAt("train_accuracy", (1, 10, MEAN_SIGN_EPOCHS)), HistoryAt("train_loss", (MEAN_SIGN_EPOCHS,))],
+))
 
 # -- S2: Reber and embedded Reber -----------------------------------------------------------------
 
-# measured by examples/maps/embedded-reber-data.toml (10 seeds per point)
-MORE_STRINGS = ("with 2,048 training strings and the same training the LSTM solves 10 of 10 trials at lr 0.03 (9 and "
-                "8 of 10 at 0.01 and 0.1; docs/results/embedded-reber-map-data)")
 
 # A run either carries the T/P dependency (final T/P right on ~99% of test strings) or guesses (~50%): the
 # bimodal metric is tested as a count of runs that learned it, at a threshold between the two modes.
@@ -193,15 +185,10 @@ def _reber_experiment(embedded: bool) -> Experiment:
                   "per-string gradient coefficient is the larger), so vanishing gradients alone do not explain its "
                   "failure", f"rnn-{vanilla}", "gru-10", "gradient_median", source="S2"),
         ]
-        reasons = {(lstm, "test_all_solved"): f"the 256 training strings: H&S trained online on fresh strings; "
-                   f"{MORE_STRINGS}, while 600 epochs on 256 strings do not help (embedded-reber-map-lstm-long)",
-                   (f"rnn-{vanilla}", "test_all_solved"): "Elman nets with H&S's training; ours is a sigmoid "
-                   "vanilla RNN trained with Adam"}
     else:
         published = {(f"rnn-{vanilla}", "test_all_solved"): 1.0}   # S2: k = 5 learns the Reber grammar
-        claims, reasons = [], {(f"rnn-{vanilla}", "test_all_solved"): "S2 trains with plain SGD for up to 1000 "
-                                                                     "epochs; ours: Adam, 100 epochs"}
-    return Experiment(
+        claims = []
+    return _with_findings(Experiment(
         name=name, title=f"S2: {'embedded ' if embedded else ''}Reber grammar, vanilla RNN vs GRU vs LSTM",
         study="S2 (Stérin et al. 2017) with H&S 1997's criterion",
         about=f"Next-symbol prediction, one-hot inputs and softmax outputs, 256 training and 256 disjoint test "
@@ -215,9 +202,9 @@ def _reber_experiment(embedded: bool) -> Experiment:
         tune=[f"rnn-{vanilla}", "gru-10", lstm],   # S2's own SGD runs keep the study's setting
         metric_names=["train_solved", "test_solved", "test_all_solved", "test_step_accuracy",
                       "test_final_step_accuracy", "gradient_median"],
-        published=published, claims=claims, reasons=reasons,
+        published=published, claims=claims,
         analyses=([ReberReadout(pair)] if embedded else []) + [GradientDistribution(pair), Discrepancy(("rnn", "gru"))],
-    )
+    ))
 
 
 # -- S1: sentiment --------------------------------------------------------------------------------
@@ -233,14 +220,8 @@ def _sentiment_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-# ours: the setting's runs (10 seeds); the majority baseline: the page's MajorityBaseline note
-SENTIMENT_GAP = (
-    "S1 does not name its dataset, and its two accuracies cannot come from one: its GRU's 74.2% lies far above "
-    "SST-5's best result listed here (Tai et al. 2015, 46.4% with GloVe) and near our SST-2 GRU (77.9%), its RNN's "
-    "41.0% below SST-2's majority baseline (50.1%) and near our SST-5 RNN (34.6%). Its test losses are not "
-    "comparable across data sets")
 
-SENTIMENT = Experiment(
+SENTIMENT = _with_findings(Experiment(
     name="sentiment", title="S1: sentiment classification, vanilla RNN vs GRU vs LSTM", study="S1 (course report)",
     about="SST-5 and SST-2 at sentence level, word embeddings of 64 learned from scratch, one recurrent layer of 64, "
     "readout of the last state, cross-entropy, Adam 1e-3, 10 epochs, best-dev parameters restored. S1 does not "
@@ -253,11 +234,10 @@ SENTIMENT = Experiment(
                ("sst2-lstm", "test_accuracy"): "Tai et al. 2015 LSTM with GloVe: 0.849"},
     claims=[Claim(f"S1: the GRU classifies {task.upper()} sentences more accurately than the vanilla RNN",
                   f"{task}-gru", f"{task}-rnn", "test_accuracy", source="S1") for task in ("sst5", "sst2")],
-    reasons={(f"sst5-{c}", m): SENTIMENT_GAP for c in ("rnn", "gru") for m in ("test_accuracy", "test_loss")},
     analyses=[MajorityBaseline(), LearningCurves("dev_accuracy", "dev accuracy (mean over seeds)",
                                                  name="Dev accuracy per epoch",
                                                  caption="SST-5 and SST-2, mean over seeds.")],
-)
+))
 
 # -- S3: polyphonic music -------------------------------------------------------------------------
 
@@ -281,69 +261,7 @@ lr = {{ loguniform = [{math.exp(-12)!r}, {math.exp(-6)!r}] }}
 """
 
 
-# measured by examples/maps/polyphonic-{nottingham,musedata}-budget.toml and polyphonic-*-s3-units.toml (3 seeds per
-# point), the tuned run, and the LossAveraging step of the study (the test NLL averaged per sequence first)
-S3_UNITS = ("S3's unit counts (RNN 100, GRU 46, LSTM 36: S3's 'about 20K parameters' counts the recurrent layer "
-            "alone; with the 88-note readout they hold 27,788 / 22,812 / 21,256 parameters, ours 19,978 / 19,727 / "
-            "19,808)")
-NOTTINGHAM_GAP = (
-    "not the budget of updates: S3's search picks its top rate for every cell. Against our setting's runs (3 seeds "
-    "each, difference [95% CI], Welch): 3× the epochs (early stopping ends them near 150-200) RNN −0.06 [−0.12, "
-    "−0.01] (p = 0.037), GRU −0.06 and LSTM −0.12 not significant with 3 seeds; e^-5 makes the RNN worse (+0.09 "
-    "[0.05, 0.13], p = 0.004), GRU −0.07 and LSTM −0.17 not significant; without weight noise the RNN gains −0.22 "
-    "[−0.29, −0.16] (p = 0.0012, 3.62), GRU and LSTM not significant. Nor S3's parameter convention: at "
-    f"{S3_UNITS} RNN −0.07 [−0.12, −0.01] (p = 0.029), GRU −0.03 and LSTM −0.02 not significant with 3 seeds "
-    "(docs/results/polyphonic-nottingham-s3-units). Nor the averaging: per sequence first ours rise 0.01-0.05. The "
-    "best of these stays ≥ 0.45 nats above S3; other published runs of these cells lie on our side (Bai et al. "
-    "2018: RNN 4.05, GRU 3.46, LSTM 3.29; Boulanger-Lewandowski 2012 RNN 4.46). Not measured: S3's preprocessing")
-MUSEDATA_GAP = (
-    "in part how the test steps are averaged: MuseData's test pieces run from 44 to 4,272 steps, and averaged per "
-    "sequence first (each piece counts the same) ours drop 0.88-0.96 nats, to 6.91 / 6.65 / 7.11, leaving "
-    "0.66-0.88 nats. Not the budget of updates: against our setting's runs (3 seeds each, difference [95% CI], "
-    "Welch), 3× the epochs (early stopping ends the RNN and GRU at 113-151, the LSTM at 247-297) gives RNN −0.06 "
-    "[−0.12, −0.00] (p = 0.042), GRU −0.03 (not significant with 3 seeds), LSTM −0.26 [−0.29, −0.24] (p < 0.001); "
-    "without the weight noise RNN −0.21 [−0.32, −0.10] (p = 0.008), GRU −0.04 [−0.06, −0.01] (p = 0.022), LSTM not "
-    "significant (docs/results/polyphonic-musedata-budget). Nor S3's parameter convention: at "
-    f"{S3_UNITS} RNN −0.06, GRU −0.05 and LSTM −0.02, not significant with 3 seeds "
-    "(docs/results/polyphonic-musedata-s3-units). Not measured: S3's preprocessing; Boulanger-Lewandowski 2012's "
-    "RNN (8.13) lies on our side")
-PIANO_GAP = (
-    "ours are lower than S3's. Averaged per sequence first (25 test pieces of 64 to 2,644 steps) they rise ~0.3 "
-    "nats, to 8.24 / 8.14 / 8.39: still below S3, and near Boulanger-Lewandowski 2012's RNN (8.37). S3's train "
-    "NLL (5.64 / 4.93 / 6.49) lies 2.54-3.89 nats under its test NLL, ours 0.00-0.22: S3's Piano runs fit its "
-    "87 training pieces far more closely (see the train NLL's row). At S3's unit counts ours drop further: GRU "
-    "−0.06 [−0.09, −0.03] (p = 0.006), RNN −0.04 and LSTM −0.02 not significant with 3 seeds "
-    "(docs/results/polyphonic-piano-s3-units)")
-JSB_GAP = (
-    "ours are lower than or equal to S3's and agree with other published runs (Bai et al. 2018: RNN 8.91, GRU "
-    "8.43, LSTM 8.45; Boulanger-Lewandowski 2012 RNN 8.71); averaging per sequence first moves ours by ≤ 0.04. "
-    "At S3's unit counts ours drop further: GRU −0.04 [−0.08, −0.01] (p = 0.028), RNN −0.02 and LSTM −0.01 not "
-    "significant with 3 seeds (docs/results/polyphonic-jsb-s3-units)")
-POLYPHONIC_GAPS = {"nottingham": NOTTINGHAM_GAP, "musedata": MUSEDATA_GAP, "piano": PIANO_GAP, "jsb": JSB_GAP}
 
-# S3's bracketed train NLLs against ours (the best-validation parameters evaluated on the training set)
-NOTTINGHAM_TRAIN_GAP = (
-    "S3's models fit the training set more closely than any variation we trained: the lowest mean train NLL of "
-    "our setting, the budget map (3× the epochs, e^-5, no weight noise) and S3's unit counts is RNN 3.26 (no "
-    "weight noise), GRU 3.55 and LSTM 3.56 (e^-5), still above S3's 3.22 / 2.79 / 3.08 "
-    "(docs/results/polyphonic-nottingham-budget, -s3-units). Not measured: S3's preprocessing")
-MUSEDATA_TRAIN_GAP = (
-    "S3's models fit the training set more closely than any variation we trained: the lowest mean train NLL of "
-    "our setting, the budget map (3× the epochs, no weight noise) and S3's unit counts is RNN 7.48 and GRU 7.40 "
-    "(no weight noise), LSTM 7.56 (3× the epochs), still above S3's 5.64 / 5.06 / 5.18 "
-    "(docs/results/polyphonic-musedata-budget, -s3-units). Not measured: S3's preprocessing")
-JSB_TRAIN_GAP = (
-    "S3's GRU fits JSB's training set to 6.94, 1.60 nats under its test NLL, ours 0.61 under; S3's RNN (8.82) and "
-    "LSTM (8.15) lie above ours, which also test lower than S3's. At S3's unit counts our train NLL is 8.03 / "
-    "7.82 / 7.98, not significantly lower with 3 seeds (docs/results/polyphonic-jsb-s3-units): the size is not "
-    "why. Not measured: how S3's GRU alone comes to fit the training chorales that closely")
-PIANO_TRAIN_GAP = (
-    "S3's train NLL lies 2.54-3.89 nats under its test NLL, ours 0.00-0.22 (87 training pieces): S3's runs fit "
-    "them far more closely. At S3's unit counts ours are 7.72 / 7.55 / 8.07 (the GRU −0.07 [−0.12, −0.02], p = "
-    "0.016; RNN and LSTM not significant with 3 seeds; docs/results/polyphonic-piano-s3-units), still 1.58-2.62 "
-    "nats above S3's. Not measured: what lets S3's models fit the training pieces that closely")
-TRAIN_GAPS = {"nottingham": NOTTINGHAM_TRAIN_GAP, "musedata": MUSEDATA_TRAIN_GAP, "piano": PIANO_TRAIN_GAP,
-              "jsb": JSB_TRAIN_GAP}
 
 
 def _polyphonic_specs(quick: bool) -> list[RunSpec]:
@@ -377,7 +295,7 @@ def _music_claims() -> list[Claim]:
 _MUSIC_COUNTS = ", ".join(f"{c}-{h}: {count_params(c, input_size=88, hidden_size=h, output_size=88)}"
                           for c, h in MUSIC_SIZES.items())
 
-POLYPHONIC = Experiment(
+POLYPHONIC = _with_findings(Experiment(
     name="polyphonic", title="S3: polyphonic music, tanh-RNN vs GRU vs LSTM at ~20K parameters",
     study="S3 (Chung et al. 2014)",
     about="Next-frame prediction of 88 notes with independent sigmoids; the loss is the NLL per time step summed "
@@ -392,15 +310,12 @@ POLYPHONIC = Experiment(
                for metric, table in (("test_loss", PUBLISHED_NLL), ("train_loss", PUBLISHED_TRAIN_NLL))
                for dataset, values in table.items() for cell, value in zip(("rnn", "gru", "lstm"), values)},
     claims=_music_claims(),
-    reasons={(f"{dataset}-{c}-{MUSIC_SIZES[c]}", metric): gap
-             for metric, gaps in (("test_loss", POLYPHONIC_GAPS), ("train_loss", TRAIN_GAPS))
-             for dataset, gap in gaps.items() for c in ("rnn", "gru", "lstm")},
     analyses=[LearningCurves("dev_loss", "validation NLL per time step", per_group=True),
               LearningCurves("dev_loss", "validation NLL per time step", against="seconds", per_group=True),
               LossAveraging("test")],
     notes=[f"Budget helper at 20,000 parameters: {_MUSIC_COUNTS} (S3 used LSTM 36, GRU 46, tanh-RNN 100 under an "
            "unknown convention)."],
-)
+))
 
 # -- S4: NLU+ coursework --------------------------------------------------------------------------
 
@@ -435,15 +350,8 @@ def _nlu_lm_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-# measured on the tuned runs (3 seeds): dev and test loss of the same parameters
-NLU_TEST_GAP = (
-    "the test sentences, not the model: on S4's own dev file our dev loss at S4's tuned setting matches S4's (4.541 "
-    "vs 4.5305; 4.565 with rnnlab's own search, on seeds it never trained) and our test loss lies 0.013 above it "
-    "(4.554, on the first 1,000 sentences of wiki-test.txt; 0.014 tuned), while S4's test loss lies 0.50 below its "
-    "dev loss. S4 tested on wiki-test.txt's 4,000 sentences, the last 3,000 of which ours "
-    "trains on (wiki-train.txt is not public), so S4's test cannot be rerun here")
 
-NLU_LM = Experiment(
+NLU_LM = _with_findings(Experiment(
     name="nlu-lm", title="S4: RNN language model grid (hidden × learning rate × back steps)",
     study="S4 (NLU+ coursework)",
     about="Mikolov RNN LM: sigmoid hidden layer, no bias anywhere, one-hot inputs over the top 2,000 words (rest "
@@ -456,10 +364,7 @@ NLU_LM = Experiment(
     published={("h50-lr0.5-k0", "dev_loss"): 4.973, ("tuned", "dev_loss"): 4.5305, ("tuned", "test_loss"): 4.027},
     claims=[Claim("S4: hidden 50 reaches a lower dev loss than hidden 25 (lr 0.5, back steps 0)", "h50-lr0.5-k0",
                   "h25-lr0.5-k0", "dev_loss", higher_is_better=False, source="S4")],
-    reasons={("h50-lr0.5-k0", "dev_loss"): "different training sentences (wiki-test.txt, as wiki-train.txt is not "
-             "public)", ("tuned", "dev_loss"): "different training sentences (S4's tuned run used more of "
-             "wiki-train.txt)", ("tuned", "test_loss"): NLU_TEST_GAP},
-)
+))
 
 
 def _agreement_specs(quick: bool) -> list[RunSpec]:
@@ -471,23 +376,8 @@ def _agreement_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-# measured from S4's two reports and our runs of agreement and bptt-depth (3 seeds each, at S4's setting)
-S4_TWO_REPORTS = (
-    "S4's own two reports of hidden 50 at this setting (lr 0.5, batches of 100, 10 epochs, 10,000 sentences) "
-    "disagree: its agreement table gives test loss / accuracy RNN 0.5975 / 0.687 and GRU 0.5233 / 0.751, its BPTT "
-    "figure (20 back steps) RNN 0.467 / 0.78 and GRU 0.415 / 0.82. Ours at that setting, RNN 0.541 / 0.735 and GRU "
-    "0.470 / 0.784, lie between the two, and the back steps do not move them (test loss over 1-20 back steps: RNN "
-    "0.541-0.543, GRU 0.462-0.477; docs/results/bptt-depth.md)")
-AGREEMENT_GAP = (
-    f"{S4_TWO_REPORTS}. Not the amount of data: ours train on 3,000 sentences, not S4's 10,000 (wiki-train.txt is "
-    "not public), and score better, not worse; nor our test split: on S4's own dev file (the dev columns) our "
-    "accuracy is 1.0-2.1 points under our test accuracy, still above S4's table for every cell. Tuned, each cell's "
-    "learning rate is picked on dev (S4 used one), and ours improve further, but for the GRU-50, one of whose tuned "
-    "runs fails (test accuracy 0.764 ± 0.081 over its 3 seeds)")
-BPTT_GAP = (f"{S4_TWO_REPORTS}; the figure's numbers are read off a plot. Tuned (each cell's rate picked on dev), "
-            "ours reach the figure's")
 
-AGREEMENT = Experiment(
+AGREEMENT = _with_findings(Experiment(
     name="agreement", title="S4: number prediction, vanilla RNN vs GRU", study="S4 (NLU+ coursework)",
     about="Tokens before the verb → VBZ or VBP; one-hot inputs over 2,000 words, no biases, randn·√0.1 weights, SGD "
     "lr 0.5 with batches of 100, 10 epochs; loss and accuracy on the last step; Cho-form GRU. " + NLU_NOTE,
@@ -501,13 +391,9 @@ AGREEMENT = Experiment(
                **{(f"gru-{h}", "seconds_per_epoch"): v for h, v in ((10, 1.60), (25, 3.63), (50, 4.00))}},
     claims=[Claim(f"S4: at hidden {h} the GRU predicts the verb's number more accurately than the vanilla RNN",
                   f"gru-{h}", f"rnn-{h}", "test_accuracy", source="S4") for h in (10, 25, 50)],
-    reasons={**{(f"{c}-{h}", m): AGREEMENT_GAP
-                for c in ("rnn", "gru") for h in (10, 25, 50) for m in ("test_loss", "test_accuracy")},
-             **{(f"{c}-{h}", "seconds_per_epoch"): "another machine, another implementation and 3,000 sentences "
-                "instead of 10,000" for c in ("rnn", "gru") for h in (10, 25, 50)}},
     analyses=[DistanceHistogram()],
     notes=[NLU_NOTE],
-)
+))
 
 LOOK_BACKS = (1, 2, 3, 5, 10, 20)
 QUICK_LOOK_BACKS = (1, LOOK_BACKS[-1])
@@ -523,7 +409,7 @@ def _bptt_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-BPTT_DEPTH = Experiment(
+BPTT_DEPTH = _with_findings(Experiment(
     name="bptt-depth", title="S4: how far back does the gradient matter? RNN vs GRU", study="S4 (NLU+ coursework)",
     about="Number prediction with hidden 50, SGD lr 0.5, batches of 100, 10 epochs, trained with truncated BPTT of "
     f"{LOOK_BACKS} steps; then the gradient norm of the recurrent weights against look-back 1..20.",
@@ -537,11 +423,10 @@ BPTT_DEPTH = Experiment(
             Claim("S4 (figure 1): the RNN's recurrent gradient stops growing within 5-10 steps back, the GRU's does "
                   "not (what the 10th step back adds, relative to the full-BPTT gradient, is larger for the GRU)",
                   "gru-k20", "rnn-k20", "step10_gradient_share", source="S4")],
-    reasons={(k, m): BPTT_GAP for k in ("rnn-k20", "gru-k20") for m in ("test_loss", "test_accuracy")},
     analyses=[GradientFlow({c: f"{c}-k{LOOK_BACKS[-1]}" for c in ("rnn", "gru")}, examples=100),
               MetricAgainstSetting("back_steps", ("test_loss", "test_accuracy"), "back steps")],
     notes=[NLU_NOTE],
-)
+))
 
 # -- PTB ------------------------------------------------------------------------------------------
 
@@ -562,24 +447,6 @@ lr = [5.0, 10.0, 20.0, 40.0]
 # and the last epoch's dev perplexity: what Zaremba's Lua code prints, where ours tests the best-dev epoch's
 PTB_CURVE_EPOCHS = (2, 4)
 PTB_EPOCHS = STUDY_DEFAULTS["ptb"]["epochs"]
-
-# from the published runs' metrics at epochs 2 and 4 (3 seeds each)
-PTB_GRU_RATE = (
-    "At the LSTM's rate (lr 20) the GRU's training turns unstable before the decay sets in: from epoch 2 to "
-    "epoch 4 its training loss rises from 5.11-5.12 to 5.54-5.59 nats and its dev perplexity from 190-195 to "
-    "313-335 (each seed); at lr 10 (gru-lr10) both fall: 4.93 → 4.43-4.44 nats and 155-156 → 147-148.")
-
-
-# from the published runs (3 seeds per configuration) and the page's one-stream evaluation
-PTB_DEV_GAP = (
-    "the schedule of Zaremba's Lua code, for the most part: it halves the rate from epoch 6, the paper and our "
-    "main runs from epoch 5. Under it our dev perplexity at the last epoch, which the Lua code prints, is 119.8 "
-    "[119.4, 120.2] (our main runs: 117.2), still under 120.7 (lstm-lua-schedule: 119.3 ± 0.19, best at epoch 7 "
-    "in 3 of 3 runs; its test perplexity, 115.4 [113.6, 117.3], holds the published 114.5). rnnlab's "
-    "initialisation does not move it there (lstm-rnnlab-init: 117.7 ± 0.30, best at epoch 6 in 3 of 3 runs). "
-    "Zaremba's 120.7 is one run; our 3 seeds span 116.7-118.0, so it lies 5.1 of our standard deviations above "
-    "our mean. Zaremba's test perplexity lies 6.2 below its dev perplexity, ours 4.8 (3.5-5.5 per seed)")
-
 
 def _ptb_specs(quick: bool) -> list[RunSpec]:
     specs = []
@@ -604,7 +471,7 @@ def _ptb_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-PTB = Experiment(
+PTB = _with_findings(Experiment(
     name="ptb", title="Word-level Penn Treebank, Zaremba et al. 2014 'small' setting", study="S4 (PTB reference)",
     about="2 layers of 200 units, 200-dimensional embeddings, 20 unrolled steps with the state carried between "
     "chunks, SGD lr 1 halved every epoch after the 4th, gradient norm clipped at 5, batches of 20, 13 epochs, "
@@ -619,7 +486,6 @@ PTB = Experiment(
                   f"dev_perplexity_epoch{PTB_EPOCHS}"],
     tune=["lstm", "gru", "rnn"],   # gru-lr10 is the GRU at one more rate, which the search covers
     published={("lstm", "dev_perplexity"): 120.7, ("lstm", "test_perplexity"): 114.5},
-    reasons={("lstm", "dev_perplexity"): PTB_DEV_GAP},
     claims=[Claim("rnnlab: at Zaremba's setting the LSTM reaches a lower test perplexity than the tanh RNN", "lstm",
                   "rnn", "test_perplexity", higher_is_better=False, source="rnnlab's question"),
             Claim("rnnlab: at Zaremba's setting the LSTM reaches a lower test perplexity than the GRU", "lstm", "gru",
@@ -639,8 +505,8 @@ PTB = Experiment(
            "lr 20 its training loss was 18.4 nats (uniform: 9.2) and its dev perplexity 2.6e7 after 120,000 "
            "tokens, against 6.9 and 600 at lr 5 and 6.9 and 780 at lr 2 (the LSTM at lr 20: 6.8 and 562). The "
            "RNN trains at lr 5 (Zaremba's 0.25 on the summed loss); the GRU keeps the LSTM's setting, and "
-           "gru-lr10 is the GRU at half that rate.", PTB_GRU_RATE],
-)
+           "gru-lr10 is the GRU at half that rate."],
+))
 
 # -- the main job -----------------------------------------------------------------------------------
 
@@ -672,7 +538,7 @@ def _compare_specs(quick: bool) -> list[RunSpec]:
 _REBER = {cell: key for key in COMPARE_REBER.values() for cell in ("rnn", "gru", "lstm") if f"-{cell}-" in key}
 _SIGN = {cell: key for key in COMPARE_SIGN.values() for cell in ("rnn", "gru", "lstm") if f"-{cell}-" in key}
 
-COMPARE = Experiment(
+COMPARE = _with_findings(Experiment(
     name="compare", title="rnnlab compare: vanilla RNN vs GRU vs LSTM on synthetic tasks",
     study="S2 and S5, synthetic data",
     about="Embedded Reber grammar (vanilla-18 sigmoid RNN vs Cho GRU-10 vs an LSTM of the same budget, N(0,1) "
@@ -697,9 +563,6 @@ COMPARE = Experiment(
     # the headline claims decide on any machine: more seeds only where 5 do not tell, at most 20
     sequential=SequentialPlan(looks=(5, 10, 20)),
     published={(_REBER["lstm"], "test_all_solved"): (0.97, 1.0), (_REBER["rnn"], "test_all_solved"): 0.0},
-    reasons={(_REBER["lstm"], "test_all_solved"): f"the 256 training strings: {MORE_STRINGS}",
-             (_REBER["rnn"], "test_all_solved"): "H&S's Elman nets with their training; here a sigmoid vanilla RNN "
-             "with Adam"},
     analyses=[RobustnessMap("embedded-reber", "test_solved", "test_all_solved",
                             title="Embedded Reber: test strings solved against the learning rate"),
               LearningCurves("train_loss", "training loss (embedded Reber)", groups=("embedded-reber",),
@@ -716,7 +579,7 @@ COMPARE = Experiment(
     notes=["Next, on real data (see `rnnlab data list`): `rnnlab reproduce sentiment`, `reber`, `embedded-reber`, "
            "`polyphonic`, `nlu-lm`, `agreement`, `bptt-depth`, `mean-sign`, `ptb`; add `--quick` for a first try in "
            "seconds."],
-)
+))
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     SENTIMENT, _reber_experiment(False), _reber_experiment(True), POLYPHONIC, NLU_LM, AGREEMENT, BPTT_DEPTH,
