@@ -83,6 +83,7 @@ def test_trained_discrepancy_of_identical_inputs_is_zero():
     assert trained_discrepancy(model, a, b)[1] > 0
 
 
+@pytest.mark.slow
 def test_cli_writes_discrepancy_csv_and_plots(tmp_path):
     subprocess.run([sys.executable, "-m", "rnnlab.cli", "analyze", "discrepancy", "--cells", "rnn,gru", "--draws", "30",
                     "--max-l", "5", "--max-k", "3", "--out", str(tmp_path)], check=True, capture_output=True)

@@ -345,6 +345,7 @@ def test_unreachable_url_gives_the_offline_message(tmp_path, monkeypatch):
         registry.fetch("linzen")
 
 
+@pytest.mark.slow
 def test_cli_data_list_and_train_on_embedded_reber(tmp_path):
     cli = [sys.executable, "-m", "rnnlab.cli"]
     listing = subprocess.run(cli + ["data", "list"], capture_output=True, text=True, check=True).stdout

@@ -22,7 +22,7 @@ from rnnlab.engines.threads import available_threads, blas_threads, choose_threa
 
 try:
     import jax  # noqa: F401
-    ENGINES = ["numba", "jax"]
+    ENGINES = ["numba", pytest.param("jax", marks=pytest.mark.slow)]     # JAX compiles each case: the slow tier
 except ImportError:  # the jax extra is optional; its tests are skipped, naming why
     ENGINES = ["numba", pytest.param("jax", marks=pytest.mark.skip(reason="the jax extra is not installed"))]
 

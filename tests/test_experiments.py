@@ -64,6 +64,7 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
     assert all(f["caption"] for f in results["figures"]), "every figure says what to see in it"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_every_experiment_runs_in_quick_mode(name, tmp_path):
     missing = [d for d in NEEDS.get(name, []) if not (SHARED / d).is_dir()]
@@ -92,6 +93,7 @@ def test_every_published_number_and_claim_names_a_configuration_of_the_full_stud
         assert (key, metric) in exp.published, f"{name}: a reason for {key} {metric}, which has no published number"
 
 
+@pytest.mark.slow
 def test_reruns_skip_finished_jobs_and_force_retrains(tmp_path):
     exp = EXPERIMENTS["mean-sign"]
     run_experiment(exp, tmp_path, seeds=2, workers=1, quick=True, progress=False)
@@ -130,6 +132,7 @@ def test_jobs_stored_before_a_setting_existed_are_kept_and_load(tmp_path):
     assert all(np.array_equal(trained.model.params[k], arrays[f"best/{k}"]) for k in trained.model.params)
 
 
+@pytest.mark.slow
 def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
     """--replicas trains each configuration's seeds as one compiled program: same results (float32
     training, so to rounding), same files, and the stored parameters load for the analyses."""
@@ -150,12 +153,12 @@ def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
 def test_replica_jobs_fall_back_to_seed_by_seed_where_replicas_cannot_train(tmp_path):
     """Weight noise (and streams) train through fit, seed by seed, stored as usual."""
     pytest.importorskip("jax", reason="--replicas needs the jax extra")
-    from rnnlab.experiments.runner import run_replica_job
+    from rnnlab.experiments.executors import run_replica_group
 
     spec = EXPERIMENTS["mean-sign"].specs(True)[0]
     settings = [{**spec.full_settings(seed), "weight_noise": 0.01} for seed in (0, 1)]
     dirs = [str(tmp_path / f"s{seed}") for seed in (0, 1)]
-    assert run_replica_job(settings, dirs)["replicas"] == 1
+    assert [o["replicas"] for o in run_replica_group(settings, dirs)] == [1, 1]
     for d, s in zip(dirs, settings):
         result = json.loads((Path(d) / "result.json").read_text())
         assert result["run"]["settings"] == s and "replicas" not in result
@@ -171,6 +174,7 @@ def _compare_quick(tmp_path: Path) -> Path:
     return tmp_path / "compare" / "report.html"
 
 
+@pytest.mark.slow
 def test_compare_quick_through_the_entry_point(tmp_path):
     report = _compare_quick(tmp_path)
     results = json.loads((report.parent / "results.json").read_text())
@@ -184,6 +188,7 @@ def _chromium() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 def test_report_renders_in_a_real_browser(tmp_path):
     report = _compare_quick(tmp_path)
@@ -225,6 +230,7 @@ def _tiny_study():
                       analyses=[LearningCurves("dev_loss", "dev loss", name="Dev loss", caption="Two cells.")])
 
 
+@pytest.mark.slow
 def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_path, monkeypatch):
     from rnnlab.cli import main
 
@@ -295,8 +301,8 @@ def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tm
     assert [p.name for p in (tmp_path / "tiny-tuned" / "search").iterdir()] == ["gru"]
 
 
-class _SessionEnded(Exception):
-    pass
+class _SessionEnded(BaseException):
+    """The session ends (as a KeyboardInterrupt or a kill would): not a run's failure to record."""
 
 
 def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
@@ -312,7 +318,7 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
         def stop(row):  # called before the epoch's checkpoint is written: epoch 1's is the last
             if row["epoch"] == 2:
                 raise _SessionEnded
-        return fit(*args, **kwargs, on_epoch=stop)
+        return fit(*args, **{**kwargs, "on_epoch": stop})
 
     monkeypatch.setattr(rnnlab.train, "fit", cut_in_second_epoch)
     with pytest.raises(_SessionEnded):
@@ -322,7 +328,7 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
     epochs_trained = []
 
     def count_epochs(*args, **kwargs):
-        return fit(*args, **kwargs, on_epoch=lambda row: epochs_trained.append(row["epoch"]))
+        return fit(*args, **{**kwargs, "on_epoch": lambda row: epochs_trained.append(row["epoch"])})
 
     monkeypatch.setattr(rnnlab.train, "fit", count_epochs)
     resumed = run_experiment(study, tmp_path / "cut", seeds=1, workers=1, progress=False)

@@ -95,3 +95,12 @@ def test_the_readme_describes_these_layers():
     names = [prefixes[0].split(".")[-1] for prefixes in LAYERS]
     positions = [layout.index(f"`{name}`") for name in names]
     assert positions == sorted(positions), "the README's layout paragraph lists the layers in another order"
+
+
+def test_ci_runs_the_readmes_test_command_with_both_tiers():
+    """CI must call the README's test command, and that command runs the fast and the slow tier."""
+    readme = (SRC.parent / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv") and "pytest" in line]
+    assert len(commands) == 1, commands
+    assert commands[0] in (SRC.parent / ".ci" / "run").read_text()
+    assert "python -m pytest &&" in commands[0] and commands[0].endswith("python -m pytest -m slow")

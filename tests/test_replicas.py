@@ -56,6 +56,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_every_replica_equals_its_sequential_fit(case):
     model_kwargs, kind, config = CASES[case]
@@ -90,6 +91,7 @@ def test_every_replica_equals_its_sequential_fit(case):
         assert got["replicas"] == 3 and got["diverged"] is None and got["config"]["seed"] == seed
 
 
+@pytest.mark.slow
 def test_task_metrics_and_float32_training_match_fit():
     """The embedded Reber task as the studies train it (float32, its 'solved' metrics)."""
     seeds = [0, 1]
@@ -107,6 +109,7 @@ def test_task_metrics_and_float32_training_match_fit():
         assert results[r]["test_step_accuracy"] == pytest.approx(expected["test_step_accuracy"], abs=0.02)
 
 
+@pytest.mark.slow
 def test_a_diverging_replica_is_frozen_and_the_others_go_on():
     seeds = [0, 1, 2]
     config = TrainConfig(optimizer="adam", lr=0.01, batch_size=4, epochs=2, progress=False)
@@ -172,6 +175,7 @@ def test_bad_arguments_are_named():
         fit_replicas([model(0), model(1)], [train, _sequences("ids-steps", 9, 1)], config=config)
 
 
+@pytest.mark.slow
 def test_aligned_lengths_keep_each_replicas_batches_and_train():
     """align_lengths: each replica trains on its own batches (those fit would draw), in an order
     shared by all replicas in which the replicas' batch lengths rise and fall together."""

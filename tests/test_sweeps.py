@@ -191,6 +191,7 @@ def test_diverged_and_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path)
     assert sorted(r["status"] for r in rows) == ["diverged", "failed", "failed", "ok"]
 
 
+@pytest.mark.slow
 def test_a_driver_killed_mid_sweep_resumes_to_the_same_results(tmp_path):
     text = TINY.replace("samples = 2", "samples = 3")
     path = _write(tmp_path, text)
@@ -275,6 +276,7 @@ def test_every_declared_search_parses_and_asks_for_a_metric_its_task_produces(na
     assert sweep.metric in produced
 
 
+@pytest.mark.slow
 def test_reproduce_tune_runs_the_search_then_trains_the_best(tmp_path):
     from rnnlab.data.registry import DataMissing
     from rnnlab.experiments.studies import EXPERIMENTS
@@ -339,15 +341,16 @@ def test_task_options_are_grid_axes_too(tmp_path):
             parse_sweep(text.replace(*bad))
 
 
+@pytest.mark.slow
 def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
     pytest.importorskip("jax", reason="the jax extra is not installed")
     from rnnlab.experiments.executors import replica_groups
 
     sweep = parse_sweep(TINY)
-    groups = replica_groups([(t.id, t.settings) for t in sweep.trials()])
+    groups = replica_groups([(t.id, t.settings, None) for t in sweep.trials()])
     # per cell, 2 learning rates × 2 seeds: each seed once per program
     assert [len(g) for g in groups] == [2, 2, 2, 2]
-    assert all(len({s["lr"] for _, s in g}) == 1 or len({s["seed"] for _, s in g}) == len(g) for g in groups)
+    assert all(len({s["lr"] for _, s, _ in g}) == 1 or len({s["seed"] for _, s, _ in g}) == len(g) for g in groups)
     plain = run_sweep(sweep, tmp_path / "plain", workers=1, progress=False)
     together = run_sweep(sweep, tmp_path / "replicas", workers=1, progress=False, replicas=True)
     a = {r["id"]: r for r in plain["records"]}
@@ -358,6 +361,7 @@ def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
             assert b[trial_id]["metrics"][metric] == pytest.approx(value, rel=1e-6, abs=1e-9), metric
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "examples").rglob("*.toml")),
                          ids=lambda p: p.name)
 def test_the_example_sweeps_parse_and_ask_for_a_metric_their_task_produces(path):

@@ -19,6 +19,8 @@ import pytest
 
 from helpers import TINY_SWEEP
 
+pytestmark = pytest.mark.slow     # real Ray clusters: the slow tier
+
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rnnlab[ray]')")
 pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'rnnlab[ray]')")
 
@@ -152,3 +154,49 @@ def test_asha_stops_poor_trials_and_stores_every_one(tmp_path, cluster):
     assert all(r["error"].startswith("stopped by ASHA after epoch") for r in rows if r["status"] == "stopped")
     if "stopped" in statuses:
         assert "stopped early by ASHA" in (tmp_path / "asha" / "report.md").read_text()
+
+
+STUDY = """
+import sys
+from rnnlab.experiments.runner import Experiment, RunSpec, run_experiment
+
+def specs(quick):
+    return [RunSpec(cell, "mean-sign", {"cell": cell, "hidden": 8, "layers": 1, "epochs": EPOCHS, "batch_size": 20},
+                    {"n_train": 200, "n_dev": 40, "n_test": 40, "length": 8, "features": 3}) for cell in ("rnn", "gru")]
+
+if __name__ == "__main__":    # the local pool's spawned workers import this file again
+    exp = Experiment(name="tiny", title="t", study="a test", about="t", specs=specs, metric_names=["test_loss"])
+    run_experiment(exp, sys.argv[1], seeds=3, workers=2, executor=sys.argv[2], address=(sys.argv[3:] or [None])[0])
+"""
+
+
+def _study(tmp_path: Path, out: str, *args: str, wait: bool = True):
+    script = tmp_path / "study.py"
+    script.write_text(STUDY.replace("EPOCHS", "30"))
+    command = [sys.executable, str(script), str(tmp_path / out), *args]
+    if wait:
+        return subprocess.run(command, env=ENV, check=True, capture_output=True, text=True)
+    return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_study_on_ray_loses_a_node_and_keeps_every_run_once(tmp_path, own_cluster):
+    """reproduce's runner on a real cluster: a node killed mid-study costs only Ray's retries; every run
+    is stored once (one progress line each, one result.json each) with the numbers a local run gives."""
+    cluster = own_cluster
+    proc = _study(tmp_path, "ray", "ray", cluster.address, wait=False)
+    jobs = tmp_path / "ray" / "tiny" / "jobs"
+    deadline = time.monotonic() + 180
+    while not list(jobs.glob("*/result.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(jobs.glob("*/result.json")), "no run finished on the cluster"
+    cluster.stop_node(cluster.nodes[1])       # the second node, while it trains a run
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    done = [line.split("] ", 1)[1].split(":")[0] for line in stderr.splitlines() if line.startswith("[")]
+    assert sorted(done) == sorted(f"{cell} seed {s}" for cell in ("rnn", "gru") for s in range(3))
+    assert len(list(jobs.glob("*/result.json"))) == 6 and len(list(jobs.glob("*/checkpoint.npz"))) == 6
+    _study(tmp_path, "local", "local")
+    assert (tmp_path / "ray" / "tiny" / "results.csv").read_text() == \
+        (tmp_path / "local" / "tiny" / "results.csv").read_text()
+    again = _study(tmp_path, "ray", "ray", cluster.address)     # resumed: nothing left to train
+    assert "0 runs to train" in again.stderr and "6 already done" in again.stderr

@@ -217,6 +217,7 @@ def _non_timing_rows(path: Path):
     return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(open(path))]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_for_bit(tmp_path):
     env = _single_thread_env()
     straight, killed = tmp_path / "straight", tmp_path / "killed"
@@ -246,6 +247,7 @@ def test_resume_after_sigkill_is_bit_for_bit(tmp_path):
             assert ra[key] == rb[key], key
 
 
+@pytest.mark.slow
 def test_cli_divergence_exits_non_zero_with_a_message(tmp_path):
     proc = run_cli("train", "--task", "mean-sign", "--layers", "1", "--hidden", "16", "--activation", "relu",
                    "--optimizer", "sgd", "--lr", "1e30", "--epochs", "2", "--quiet", "--out", str(tmp_path),
@@ -292,11 +294,13 @@ def test_every_option_states_its_default_once():
         (["evaluate", "--checkpoint", "/nonexistent/ckpt.npz"], "checkpoint /nonexistent/ckpt.npz: no such"),
     ],
 )
+@pytest.mark.slow
 def test_cli_rejects_bad_options_by_name(args, message):
     proc = run_cli(*args, check=False)
     assert proc.returncode == 2 and message in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_config_file_and_evaluate(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('cell = "gru"\nhidden = 8\nlayers = 1\nepochs = 2\nbatch-size = 64\nvariant = "cho"\n')
@@ -316,6 +320,7 @@ def test_cli_config_file_and_evaluate(tmp_path):
     assert proc.returncode == 2 and "unknown setting(s) ['hiden']" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_checkpoint_runs_on_another_engine_with_the_same_numbers(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('cell = "lstm"\nhidden = 6\nlayers = 1\nepochs = 1\ndtype = "float64"\n'

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
+from rnnlab.experiments.executors import EXECUTORS
 from rnnlab.experiments.settings import (
     build,
     default_settings,
@@ -279,7 +280,7 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
         raise ValueError("--publish: quick runs are not published; drop --quick")
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine,
-                             command=getattr(args, "command_line", ""))
+                             command=getattr(args, "command_line", ""), executor=args.executor, address=args.address)
     exp_dir = Path(args.out) / exp.name
     html_path, md_path = write_report(results, exp_dir)
     print(summary_text(results))
@@ -342,8 +343,14 @@ def _experiment_options(parser: argparse.ArgumentParser) -> None:
                         "stored results at the study's setting and tuned (--tune) side by side, with date, seeds, "
                         "time and version (DIR defaults to docs/results)")
     parser.add_argument("--replicas", action="store_true",
-                        help="train each configuration's seeds together, as one compiled JAX program (needs "
-                        "rnnlab[jax]; streams and weight noise still train seed by seed)")
+                        help="train each configuration's seeds (and the learning rates of configurations that "
+                        "differ only in it) together, as one compiled JAX program (needs rnnlab[jax]; streams and "
+                        "weight noise still train run by run)")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local",
+                        help="where the runs (and --tune's search) train: a process pool here, or a Ray cluster "
+                        "(rnnlab[ray]); each finished run is kept here as it arrives")
+    parser.add_argument("--address", default=None, help="ray: 'auto' or HOST:PORT of a running cluster (default: "
+                        "start a Ray instance on this machine)")
     _engine_option(parser)
 
 
@@ -436,8 +443,6 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--tune", action="store_true", help="first run the study's own search for each configuration "
                      "(its sweep, stored in OUT/NAME-tuned/search/), then train each one's best over --seeds; the "
                      "report is OUT/NAME-tuned/")
-    rep.add_argument("--executor", choices=("local", "ray"), default="local", help="--tune: where the search runs")
-    rep.add_argument("--address", default=None, help="--tune with --executor ray: the cluster's address")
     rep.set_defaults(run=_reproduce)
 
     cmp = sub.add_parser("compare", help="the main job: RNN vs GRU vs LSTM on synthetic tasks, with a report",

@@ -1,7 +1,8 @@
-"""Where a sweep's trials run: ``local`` (a process pool on this machine) or ``ray`` (a Ray cluster,
-extra ``rnnlab[ray]``). An executor only runs trials and hands their outcomes back to the driver,
-which stores them (``rnnlab.experiments.sweeps.TrialStore``): results and resume are the same
-whichever executor ran them.
+"""Where training jobs run, for studies and sweeps alike: ``local`` (a process pool on this machine) or
+``ray`` (a Ray cluster, extra ``rnnlab[ray]``). An executor only runs jobs and hands their outcomes
+back to the driver, which stores them (a study's run folders, a sweep's ``TrialStore``): results and
+resume are the same whichever executor ran them. One worker function (``run_job``), one grouping rule
+for replicas (``replica_groups``), one way to ship a job's files back from another machine.
 
 Every worker trains with one BLAS thread (``THREAD_ENV``, set before NumPy is imported), so that a
 trial computes the same numbers on any executor: more threads change the order of BLAS sums.
@@ -26,6 +27,7 @@ from typing import Any
 
 from rnnlab.engines.threads import blas_threads, cpu_cores
 from rnnlab.experiments.settings import SPLITS, build, final_metrics, jsonable, train_config
+from rnnlab.train import CHECKPOINT, atomic_write
 
 THREAD_ENV = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 EXECUTORS = ("local", "ray")
@@ -64,103 +66,180 @@ def ray_session(ray, address: str | None, workers: int | None):
             ray.shutdown()
 
 
-def run_trial(settings: dict[str, Any], on_epoch: Callable | None = None) -> dict[str, Any]:
-    """One trial: one call of the training loop. Never raises: a diverged run or an error comes back
-    as ``status`` ``diverged``/``failed`` with the ``error``, so the sweep goes on. ``on_epoch``
-    receives each epoch's row (``fit``'s hook)."""
+# A job is (key, settings, job_dir): its key for the caller, the complete settings of one training
+# run, and the folder that keeps its result, metrics and parameters (a study's run; None for a sweep's
+# trial, whose outcome alone is stored by the driver). Every executor runs a list of jobs and yields
+# (key, outcome) as each finishes; an outcome is the same dict whichever executor ran it.
+Job = tuple[Any, dict[str, Any], "str | Path | None"]
+STORED_FILES = ("metrics.csv", CHECKPOINT, "result.json")    # what a job folder keeps; result.json marks it done
+
+
+def _outcome(status: str, started: float, error: str = "", result: dict[str, Any] | None = None,
+             replicas: int = 1) -> dict[str, Any]:
+    return {"status": status, "error": error, "metrics": final_metrics(result) if result else {},
+            "history": result["history"] if result else [], "seconds": time.perf_counter() - started,
+            "replicas": replicas}
+
+
+def _ship(folder: Path) -> dict[str, bytes]:
+    """A job folder's files as bytes, for a driver on another machine to store."""
+    return {name: (folder / name).read_bytes() for name in STORED_FILES if (folder / name).is_file()}
+
+
+def store_files(job_dir: str | Path, files: dict[str, bytes]) -> None:
+    """Write a shipped job's files into its folder, result.json last: a kill in between leaves it undone."""
+    folder = Path(job_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(files, key=lambda n: n == "result.json"):
+        atomic_write(folder / name, lambda f, data=files[name]: f.write(data))
+
+
+@contextmanager
+def _job_folder(job_dir: str | Path | None, ship: bool):
+    """Where the job trains: its own folder, a temporary one whose files are shipped back (``ship``: the
+    worker may not see the driver's disk), or none."""
+    if job_dir is None:
+        yield None
+    elif ship:
+        with tempfile.TemporaryDirectory(prefix="rnnlab-job-") as folder:
+            yield Path(folder)
+    else:
+        Path(job_dir).mkdir(parents=True, exist_ok=True)
+        yield Path(job_dir)
+
+
+def run_job(settings: dict[str, Any], job_dir: str | Path | None = None, ship: bool = False,
+            on_epoch: Callable | None = None) -> dict[str, Any]:
+    """One job: one call of the training loop. With ``job_dir`` it keeps its metrics, checkpoint and
+    result there, and a run cut off (a checkpoint but no result) continues from its last finished epoch,
+    ending with the parameters an uninterrupted run would have. Never raises: a diverged run or an error
+    comes back as ``status`` ``diverged``/``failed`` with the ``error``. ``on_epoch`` receives each
+    epoch's row (``fit``'s hook); ``ship`` returns the folder's files in ``files``."""
     from rnnlab.train import TrainingDiverged, fit
 
     started = time.perf_counter()
-    try:
-        task, model = build(settings)
-        result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
-                     train_config(settings, progress=False), None,
-                     run_info={"settings": settings, "task_info": jsonable(task.info)}, task_metrics=task.task_metrics,
-                     on_epoch=on_epoch)
-    except TrainingDiverged as err:
-        return {"status": "diverged", "error": str(err), "metrics": {}, "history": [],
-                "seconds": time.perf_counter() - started}
-    except Exception as err:  # a trial's failure is recorded, not raised: the other trials go on
-        return {"status": "failed", "error": f"{type(err).__name__}: {err}", "metrics": {}, "history": [],
-                "seconds": time.perf_counter() - started}
-    return {"status": "ok", "error": "", "metrics": final_metrics(result), "history": result["history"],
-            "seconds": time.perf_counter() - started}
+    with _job_folder(job_dir, ship) as folder:
+        try:
+            task, model = build(settings)
+            result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
+                         train_config(settings, progress=False), folder,
+                         resume=folder is not None and (folder / CHECKPOINT).is_file(),
+                         run_info={"settings": settings, "task_info": jsonable(task.info)},
+                         task_metrics=task.task_metrics, on_epoch=on_epoch)
+        except TrainingDiverged as err:
+            return _outcome("diverged", started, str(err))
+        except Exception as err:  # a job's failure is recorded, not raised: the other jobs go on
+            return _outcome("failed", started, f"{type(err).__name__}: {err}")
+        outcome = _outcome("ok", started, result=result)
+        if ship and folder is not None:
+            outcome["files"] = _ship(folder)
+        return outcome
 
 
-def run_replica_group(settings_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Trials that differ only in seed and learning rate, trained as one ``fit_replicas`` program
-    (the jax extra); one outcome per trial, as ``run_trial`` gives it. Streams with carried state
-    and weight noise, which ``fit_replicas`` does not do, train trial by trial."""
+def _store_replica(folder: Path, settings: dict[str, Any], task: Any, model: Any, result: dict[str, Any]) -> None:
+    """A replica's run kept like ``fit`` keeps one: metrics.csv, the trained parameters, result.json."""
+    from rnnlab.train import save_checkpoint, write_metrics
+
+    result["run"] = {"settings": settings, "task_info": jsonable(task.info)}
+    write_metrics(folder / "metrics.csv", result["history"])
+    save_checkpoint(folder / CHECKPOINT, model, None, {"format": 1, "config": result["config"], "run": result["run"]},
+                    None)
+    atomic_write(folder / "result.json", lambda f: f.write(json.dumps(result, indent=2, default=float).encode()))
+
+
+def run_replica_group(settings_list: list[dict[str, Any]], job_dirs: list | None = None,
+                      ship: bool = False) -> list[dict[str, Any]]:
+    """Jobs that differ only in seed and learning rate, trained as one ``fit_replicas`` program (the jax
+    extra); one outcome per job, as ``run_job`` gives it (each kept in its folder when given). Streams
+    with carried state and weight noise, which ``fit_replicas`` does not do, train job by job."""
     from rnnlab.data.containers import SequenceData
     from rnnlab.replicas import fit_replicas
 
+    job_dirs = job_dirs or [None] * len(settings_list)
     started = time.perf_counter()
     try:
         built = [build(settings) for settings in settings_list]
-    except Exception as err:  # recorded like run_trial's failures
-        return [{"status": "failed", "error": f"{type(err).__name__}: {err}", "metrics": {}, "history": [],
-                 "seconds": time.perf_counter() - started} for _ in settings_list]
+    except Exception as err:  # recorded like run_job's failures
+        return [_outcome("failed", started, f"{type(err).__name__}: {err}") for _ in settings_list]
     tasks = [task for task, _ in built]
     if len(settings_list) == 1 or settings_list[0].get("weight_noise") or not all(
             isinstance(d, SequenceData) for d in tasks[0].splits.values()):
-        return [run_trial(settings) for settings in settings_list]
+        return [run_job(settings, job_dir, ship) for settings, job_dir in zip(settings_list, job_dirs)]
     splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
               for name in SPLITS}
     results = fit_replicas([model for _, model in built], splits["train"], splits["dev"], splits["test"],
                            train_config(settings_list[0], progress=False), [s["seed"] for s in settings_list],
                            [task.task_metrics for task in tasks], learning_rates=[s["lr"] for s in settings_list])
-    seconds = (time.perf_counter() - started) / len(settings_list)
-    return [{"status": "diverged" if r["diverged"] else "ok", "error": r["diverged"] or "",
-             "metrics": {} if r["diverged"] else final_metrics(r),
-             "history": r["history"], "seconds": seconds} for r in results]
+    outcomes = []
+    for settings, (task, model), result, job_dir in zip(settings_list, built, results, job_dirs):
+        outcome = _outcome("diverged" if result["diverged"] else "ok", started, result["diverged"] or "",
+                           None if result["diverged"] else result, replicas=len(results))
+        outcome["history"] = result["history"]
+        with _job_folder(job_dir, ship) as folder:
+            if folder is not None and not result["diverged"]:
+                _store_replica(folder, settings, task, model, result)
+                if ship:
+                    outcome["files"] = _ship(folder)
+        outcomes.append(outcome)
+    seconds = (time.perf_counter() - started) / len(outcomes)
+    return [dict(o, seconds=seconds) for o in outcomes]
 
 
-def replica_groups(jobs: list[tuple[Any, dict]]) -> list[list[tuple[Any, dict]]]:
-    """Jobs whose settings differ only in seed and learning rate, together (first-seen order); a
-    group holds each seed once (``fit_replicas`` draws each replica's batches from its seed)."""
+def replica_groups(jobs: list[Job]) -> list[list[Job]]:
+    """Jobs whose settings differ only in seed and learning rate, together (first-seen order); a group
+    holds each seed once (``fit_replicas`` draws each replica's batches from its seed)."""
     groups: dict[tuple, list] = {}
-    for key, settings in jobs:
+    for job in jobs:
+        settings = job[1]
         rest = json.dumps({k: v for k, v in settings.items() if k not in ("seed", "lr")}, sort_keys=True, default=str)
         copy = 0
-        while any(s["seed"] == settings["seed"] for _, s in groups.get((rest, copy), [])):
+        while any(s["seed"] == settings["seed"] for _, s, _ in groups.get((rest, copy), [])):
             copy += 1
-        groups.setdefault((rest, copy), []).append((key, settings))
+        groups.setdefault((rest, copy), []).append(job)
     return list(groups.values())
 
 
-def _run_group(settings_list: list[dict[str, Any]], replicas: bool) -> list[dict[str, Any]]:
-    return run_replica_group(settings_list) if replicas else [run_trial(s) for s in settings_list]
+def _run_unit(unit: list[Job], replicas: bool, ship: bool = False) -> list[dict[str, Any]]:
+    settings, dirs = [s for _, s, _ in unit], [d for _, _, d in unit]
+    if replicas:
+        return run_replica_group(settings, dirs, ship)
+    return [run_job(s, d, ship) for s, d in zip(settings, dirs)]
 
 
-def _pinned_group(settings_list: list[dict[str, Any]], replicas: bool) -> list[dict[str, Any]]:
+def _pinned_unit(unit: list[Job], replicas: bool) -> list[dict[str, Any]]:
     with blas_threads(1):
-        return _run_group(settings_list, replicas)
+        return _run_unit(unit, replicas)
 
 
-def run_local(jobs: list[tuple[Any, dict]], workers: int, replicas: bool = False) -> Iterator[tuple[Any, dict]]:
+def _units(jobs: list[Job], replicas: bool) -> list[list[Job]]:
+    return replica_groups(jobs) if replicas else [[job] for job in jobs]
+
+
+def run_local(jobs: list[Job], workers: int, replicas: bool = False) -> Iterator[tuple[Any, dict]]:
     """(key, outcome) as each job finishes, from a pool of ``workers`` spawned processes. With
-    ``replicas``, each group of ``replica_groups`` is one job."""
+    ``replicas``, each group of ``replica_groups`` is one unit of work."""
     if not jobs:
         return
-    units = replica_groups(jobs) if replicas else [[job] for job in jobs]
+    units = _units(jobs, replicas)
     if workers <= 1:
         for unit in units:
-            yield from zip([k for k, _ in unit], _pinned_group([s for _, s in unit], replicas))
+            yield from zip([k for k, _, _ in unit], _pinned_unit(unit, replicas))
         return
     with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, len(units)),
                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending = {pool.submit(_run_group, [s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
+        pending = {pool.submit(_run_unit, unit, replicas): [k for k, _, _ in unit] for unit in units}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 yield from zip(pending.pop(future), future.result())
 
 
-def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | None,
+def run_ray(jobs: list[Job], address: str | None, workers: int | None,
             replicas: bool = False) -> Iterator[tuple[Any, dict]]:
     """(key, outcome) as each job finishes on a Ray cluster: ``address`` "auto" or HOST:PORT joins
-    one, None starts a local instance (with ``workers`` CPUs). A trial whose worker or node is lost
-    is run again elsewhere (Ray's task retries)."""
+    one, None starts a local instance (with ``workers`` CPUs). A job whose worker or node is lost is
+    run again elsewhere (Ray's task retries); a job's folder comes back as files, which the driver
+    stores (a worker need not see the driver's disk)."""
     try:
         import ray
     except ImportError as err:
@@ -168,9 +247,8 @@ def run_ray(jobs: list[tuple[Any, dict]], address: str | None, workers: int | No
     if not jobs:
         return
     with ray_session(ray, address, workers):
-        remote = ray.remote(num_cpus=1, max_retries=5)(_run_group)
-        units = replica_groups(jobs) if replicas else [[job] for job in jobs]
-        pending = {remote.remote([s for _, s in unit], replicas): [k for k, _ in unit] for unit in units}
+        remote = ray.remote(num_cpus=1, max_retries=5)(_run_unit)
+        pending = {remote.remote(unit, replicas, True): [k for k, _, _ in unit] for unit in _units(jobs, replicas)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -185,14 +263,14 @@ def _asha_trainable(config: dict[str, Any]) -> None:
     def report(row: dict[str, Any]) -> None:
         tune.report({k: v for k, v in row.items() if isinstance(v, (int, float))})
 
-    outcome = run_trial(config["settings"], on_epoch=report)
+    outcome = run_job(config["settings"], on_epoch=report)
     metric, worst = config["metric"], math.inf if config["mode"] == "min" else -math.inf
     final = outcome["metrics"].get(metric, worst)
     tune.report({"outcome": json.dumps(outcome, default=float), "epoch": len(outcome["history"]) + 1,
                  metric: final if math.isfinite(final) else worst})
 
 
-def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int | None, metric: str,
+def run_ray_asha(jobs: list[Job], address: str | None, workers: int | None, metric: str,
                  mode: str) -> Iterator[tuple[Any, dict]]:
     """Like ``run_ray``, through Ray Tune with its ASHA scheduler on the per-epoch ``metric``: trials
     it stops early come back with status ``stopped`` and the metrics of their last epoch."""
@@ -207,9 +285,12 @@ def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int
                          "metric (dev_loss, dev_accuracy, ...)")
     if not jobs:
         return
-    epochs = max(int(settings["epochs"]) for _, settings in jobs)
+    if any(job_dir is not None for _, _, job_dir in jobs):
+        raise ValueError("--early-stop asha: for a sweep's trials only (a study's runs train to the end)")
+    epochs = max(int(settings["epochs"]) for _, settings, _ in jobs)
     from rnnlab.experiments.ray_asha import CHANNELS, StoreFinished
 
+    settings_of = {key: settings for key, settings, _ in jobs}
     finished: queue.Queue = queue.Queue()
     channel = f"asha-{id(finished)}"
     CHANNELS[channel] = finished
@@ -220,8 +301,8 @@ def run_ray_asha(jobs: list[tuple[Any, dict]], address: str | None, workers: int
             with tempfile.TemporaryDirectory() as storage:
                 tuner = tune.Tuner(
                     tune.with_resources(_asha_trainable, {"cpu": 1}),
-                    param_space={"key": tune.grid_search([key for key, _ in jobs]), "metric": metric, "mode": mode,
-                                 "settings": tune.sample_from(lambda spec: dict(jobs)[spec.config["key"]])},
+                    param_space={"key": tune.grid_search([key for key, _, _ in jobs]), "metric": metric, "mode": mode,
+                                 "settings": tune.sample_from(lambda spec: settings_of[spec.config["key"]])},
                     tune_config=tune.TuneConfig(scheduler=ASHAScheduler(
                         time_attr="epoch", metric=metric, mode=mode, max_t=epochs + 1, grace_period=1)),
                     run_config=tune.RunConfig(storage_path=storage, callbacks=[StoreFinished(channel)], verbose=0))

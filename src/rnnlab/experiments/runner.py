@@ -13,12 +13,10 @@ import dataclasses
 import importlib.metadata
 import json
 import math
-import multiprocessing
 import shutil
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,15 +25,13 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
-from rnnlab.experiments.executors import log_call, one_thread_workers
+from rnnlab.experiments.executors import executor as make_executor
+from rnnlab.experiments.executors import log_call, store_files
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.settings import (
-    build,
     complete_settings,
     default_settings,
-    jsonable,
     load_trained,
-    train_config,
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
@@ -127,50 +123,6 @@ class Experiment:
             check_published(key, metric, value)
 
 
-def run_job(settings: dict[str, Any], job_dir: str, built: tuple | None = None) -> dict[str, Any]:
-    """One training run, executed in a worker; returns its result without the per-epoch history.
-    ``built``: the (task, model) of these settings, when the caller has them already. A run cut off
-    (a checkpoint but no result, e.g. a session that ended) continues from its last finished epoch
-    and ends with the parameters an uninterrupted run would have; ``run_experiment`` has removed
-    checkpoints of other settings."""
-    from rnnlab.train import fit
-
-    task, model = built or build(settings)
-    result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
-                 train_config(settings, progress=False), job_dir, resume=(Path(job_dir) / CHECKPOINT).is_file(),
-                 run_info={"settings": settings, "task_info": jsonable(task.info)}, task_metrics=task.task_metrics)
-    return {k: v for k, v in result.items() if k != "history"}
-
-
-def run_replica_job(settings_list: list[dict[str, Any]], job_dirs: list[str]) -> dict[str, Any]:
-    """One configuration's seeds trained together by ``fit_replicas`` (the jax extra), each stored
-    like a ``run_job`` result (result.json, metrics.csv, the trained parameters). Streams with
-    carried state and weight noise, which ``fit_replicas`` does not do, train seed by seed."""
-    from rnnlab.data.containers import SequenceData
-    from rnnlab.replicas import fit_replicas
-    from rnnlab.train import atomic_write, save_checkpoint, write_metrics
-
-    built = [build(settings) for settings in settings_list]
-    tasks = [task for task, _ in built]
-    if settings_list[0].get("weight_noise") or not all(isinstance(d, SequenceData) for d in tasks[0].splits.values()):
-        results = [run_job(settings, job_dir, pair) for settings, job_dir, pair in zip(settings_list, job_dirs, built)]
-        return {"seconds_total": sum(r["seconds_total"] for r in results), "replicas": 1}
-    splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
-              for name in ("train", "dev", "test")}
-    results = fit_replicas([model for _, model in built], splits["train"], splits["dev"], splits["test"],
-                           train_config(settings_list[0], progress=False), [s["seed"] for s in settings_list],
-                           [task.task_metrics for task in tasks])
-    for settings, task, (_, model), result, job_dir in zip(settings_list, tasks, built, results, job_dirs):
-        out = Path(job_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        result["run"] = {"settings": settings, "task_info": jsonable(task.info)}
-        write_metrics(out / "metrics.csv", result["history"])
-        save_checkpoint(out / CHECKPOINT, model, None, {"format": 1, "config": result["config"],
-                                                        "run": result["run"]}, None)
-        atomic_write(out / "result.json", lambda f, r=result: f.write(json.dumps(r, indent=2).encode()))
-    return {"seconds_total": results[0]["seconds_total"], "replicas": len(results)}
-
-
 def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
 
@@ -186,36 +138,18 @@ def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     return None
 
 
-def run_jobs(jobs: list[tuple[str, dict, Path]], workers: int, progress: bool = True, replicas: bool = False) -> None:
-    """jobs: (name, settings, job_dir). Parallel worker processes, one BLAS thread each. With
-    ``replicas``, the seeds of one configuration (same settings but the seed) form one job."""
-    if not jobs:
-        return
-    tasks: list[tuple[str, Callable, tuple]] = []
-    if replicas:
-        groups: dict[str, list] = {}
-        for name, settings, job_dir in jobs:
-            key = json.dumps({k: v for k, v in settings.items() if k != "seed"}, sort_keys=True, default=str)
-            groups.setdefault(key, []).append((name, settings, job_dir))
-        for group in groups.values():
-            label = f"{group[0][0].rsplit(' seed ', 1)[0]} seeds {','.join(str(s['seed']) for _, s, _ in group)}"
-            tasks.append((label, run_replica_job, ([s for _, s, _ in group], [str(d) for _, _, d in group])))
-    else:
-        tasks = [(name, run_job, (settings, str(job_dir))) for name, settings, job_dir in jobs]
-    total = len(tasks)
-    if workers <= 1:
-        for i, (name, function, args) in enumerate(tasks, 1):
-            result = function(*args)
-            if progress:
-                _progress(i, total, name, f"trained in {result['seconds_total']:.1f} s")
-        return
-    with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, total),
-                                                   mp_context=multiprocessing.get_context("spawn")) as pool:
-        started = {pool.submit(function, *args): name for name, function, args in tasks}
-        for i, future in enumerate(as_completed(started), 1):
-            result = future.result()  # a failed job raises here, naming nothing else as done
-            if progress:
-                _progress(i, total, started[future], f"trained in {result['seconds_total']:.1f} s")
+def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, progress: bool) -> None:
+    """Run the jobs on an executor (``executors.executor``) and keep each one's folder as it finishes;
+    a study's run that diverges or fails stops the study, naming the run."""
+    dirs = {name: job_dir for name, _, job_dir in jobs}
+    for i, (name, outcome) in enumerate(run(jobs), 1):
+        if "files" in outcome:
+            store_files(dirs[name], outcome["files"])
+        if outcome["status"] != "ok":
+            raise RuntimeError(f"{name}: {outcome['status']}: {outcome['error']} (folder {dirs[name]})")
+        if progress:
+            together = f" ({outcome['replicas']} together)" if outcome.get("replicas", 1) > 1 else ""
+            _progress(i, len(jobs), name, f"trained in {outcome['seconds']:.1f} s{together}")
 
 
 def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> list[dict]:
@@ -236,13 +170,16 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | None = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
-                   replicas: bool = False, engine: str | None = None, command: str = "") -> dict[str, Any]:
+                   replicas: bool = False, engine: str | None = None, command: str = "", executor: str = "local",
+                   address: str | None = None) -> dict[str, Any]:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
     analyses, and write results.json / results.csv. Returns the results dict (the report's input).
     ``seeds``: per configuration; None: the experiment's sequential plan chooses them (its first look
     for every configuration, more only for the configurations of claims still undecided), or 3 when it
     has none. ``engine``: train every configuration on this engine (default: the settings' default
-    engine); ``command``: the command line that asked for it, kept in the results."""
+    engine); ``command``: the command line that asked for it, kept in the results. ``executor``: where
+    the runs train, "local" (a process pool of ``workers``) or "ray" (the cluster at ``address``, or a
+    local Ray instance); each finished run is kept as it arrives, so a rerun trains only what is missing."""
     exp_dir = Path(out_root) / exp.name
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
@@ -256,6 +193,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     counts = {key: first for key in keys}
     context = Context(exp_dir, specs, [], quick, exp.first_seed)
     workers = workers or cpu_cores()
+    run = make_executor(executor, address, workers, replicas=replicas)
     started = time.perf_counter()
     if force and (exp_dir / "jobs").exists():
         shutil.rmtree(exp_dir / "jobs")
@@ -263,7 +201,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     for look, n in enumerate(plan.looks if plan else (first,)):
         for key in keys if look == 0 else _undecided_keys(exp.claims, decided):
             counts[key] = max(counts[key], n)
-        trained += _train(context, counts, workers, progress, replicas, exp.name)
+        trained += _train(context, counts, workers, progress, run, exp.name)
         if plan is None:
             break
         runs = _load_runs(context, counts)
@@ -338,7 +276,7 @@ def _seeds(context: Context, count: int) -> range:
     return range(context.first_seed, context.first_seed + count)
 
 
-def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, replicas: bool, name: str) -> int:
+def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, run: Callable, name: str) -> int:
     """Train the jobs of ``counts[key]`` seeds per configuration that are not stored yet; returns how many."""
     jobs, skipped, resumed = [], 0, 0
     for spec in context.specs:
@@ -356,7 +294,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
     if progress:
         print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
               f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
-    run_jobs(jobs, workers, progress, replicas)
+    _store_finished(jobs, run, progress)
     return len(jobs)
 
 

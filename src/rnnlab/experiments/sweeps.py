@@ -49,7 +49,7 @@ import numpy as np
 
 from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.executors import log_call, progress_bar, run_trial
+from rnnlab.experiments.executors import log_call, progress_bar, run_job
 from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, mean_std_interval
@@ -500,7 +500,7 @@ def quick_version(sweep: Sweep) -> Sweep:
 
 def produced_metrics(trial: Trial) -> list[str]:
     """The final metrics a trial of this task reports, read off an untrained model (0 epochs)."""
-    outcome = run_trial(dict(trial.settings, epochs=0))
+    outcome = run_job(dict(trial.settings, epochs=0))
     if outcome["status"] != "ok":
         raise ValueError(f"task {trial.settings['task']}: could not be built or evaluated ({outcome['error']})")
     return sorted(outcome["metrics"])
@@ -531,7 +531,7 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     started = time.perf_counter()
     bar = progress_bar(len(todo), progress)
     by_id = {t.id: t for t in trials}
-    for trial_id, outcome in run([(t.id, t.settings) for t in todo]):
+    for trial_id, outcome in run([(t.id, t.settings, None) for t in todo]):
         store.store(by_id[trial_id], outcome)
         write_trials_csv(store, sweep, trials)
         if bar is not None:
