@@ -537,3 +537,27 @@ def test_a_sequential_plan_adds_seeds_only_where_a_claim_is_undecided(tmp_path):
     saved = json.loads((tmp_path / "seq" / "results.json").read_text())
     assert saved["sequential"] == {"looks": [2, 3], "alpha": 0.05, "level": 0.025}
     assert any("group-sequential plan" in note for note in saved["notes"])
+
+
+def test_the_analyses_of_a_study_run_build_each_data_set_and_trained_model_once(tmp_path, monkeypatch):
+    import rnnlab.experiments.settings as settings_module
+    from rnnlab.analysis.steps import load_models, trained_runs
+    from rnnlab.experiments.runner import Context
+
+    study = _tiny_study()
+    results = run_experiment(study, tmp_path, seeds=2, workers=1, progress=False)
+    built: list[tuple] = []
+    real = settings_module.get_task
+
+    def counting(name, seed, **options):
+        built.append((name, seed))
+        return real(name, seed=seed, **options)
+
+    monkeypatch.setattr(settings_module, "get_task", counting)
+    ctx = Context(tmp_path / "tiny", study.specs(False), results["runs"], False)
+    first = [(task, model) for _, _, task, model in trained_runs(ctx)]
+    again = [(task, model) for _, _, task, model in trained_runs(ctx)]
+    task, models = load_models(ctx, {"a": "rnn", "b": "gru"})
+    assert len(first) == 4 and all(a[1] is b[1] for a, b in zip(first, again))     # each model once
+    assert sorted(built) == [("mean-sign", 0), ("mean-sign", 1)]    # each seed's data once, shared by both cells
+    assert models["a"] is first[0][1] and task is first[0][0]

@@ -69,10 +69,10 @@ def out_dir(ctx: Any) -> Path:
 
 
 def load_models(ctx: Any, models: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-    """(task, {name: trained model}) of seed 0 of the named spec keys, which share one task."""
+    """(task, {name: trained model}) of the first seed of the named spec keys, which share one task."""
     task, loaded = None, {}
     for name, key in models.items():
-        task, loaded[name] = ctx.load(key, task=task)
+        task, loaded[name] = ctx.load(key)
     return task, loaded
 
 
@@ -419,16 +419,13 @@ def sequence_losses(model: Any, data) -> tuple[np.ndarray, np.ndarray]:
 
 
 def trained_runs(ctx: Any, keys: tuple[str, ...] = ()) -> Iterator[tuple[Any, dict, Any, Any]]:
-    """(spec, run, task, model) of every finished run of the specs named by ``keys`` (all when empty); a
-    task is loaded once per data it depends on."""
-    tasks = {}
+    """(spec, run, task, model) of every finished run of the specs named by ``keys`` (all when empty)."""
     for spec in ctx.specs:
         if keys and spec.key not in keys:
             continue
         for run in (r for r in ctx.runs if r["key"] == spec.key):
-            data_key = (spec.task, repr(sorted(spec.task_options.items())), run["seed"])  # data can vary by seed
-            tasks[data_key], model = ctx.load(spec.key, run["seed"], task=tasks.get(data_key))
-            yield spec, run, tasks[data_key], model
+            task, model = ctx.load(spec.key, run["seed"])
+            yield spec, run, task, model
 
 
 def _by_key(rows: list[dict]) -> dict[str, list[dict]]:

@@ -71,6 +71,9 @@ class Context:
     runs: list[dict]
     quick: bool
     first_seed: int = 0     # the seed the analyses' figures show (a tuned study starts past the search's)
+    # what the analyses loaded, kept for the others: each data set and each trained model is built once
+    _tasks: dict[str, Any] = field(default_factory=dict, repr=False)
+    _trained: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
     def job_dir(self, spec: RunSpec, seed: int = 0) -> Path:
         return self.exp_dir / "jobs" / f"{spec.key}-s{seed}"
@@ -78,11 +81,19 @@ class Context:
     def spec(self, key: str) -> RunSpec:
         return next(s for s in self.specs if s.key == key)
 
-    def load(self, key: str, seed: int | None = None, task=None):
-        """(task, model) of a finished job with its best-dev (or last) parameters (default: the first seed)."""
+    def load(self, key: str, seed: int | None = None):
+        """(task, model) of a finished job with its best-dev (or last) parameters (default: the first seed),
+        built once per study run: the analyses share them (a task by its name, seed and options)."""
         seed = self.first_seed if seed is None else seed
-        trained = load_trained(self.job_dir(self.spec(key), seed) / CHECKPOINT, task=task)
-        return trained.task, trained.model
+        if (key, seed) not in self._trained:
+            job_dir = self.job_dir(self.spec(key), seed)
+            settings = _stored_settings(job_dir) or {}
+            data = json.dumps([settings.get("task"), settings.get("seed"), settings.get("task_options", {})],
+                              sort_keys=True, default=str)
+            trained = load_trained(job_dir / CHECKPOINT, task=self._tasks.get(data))
+            self._tasks[data] = trained.task
+            self._trained[(key, seed)] = (trained.task, trained.model)
+        return self._trained[(key, seed)]
 
 
 @dataclass(kw_only=True)
