@@ -1,8 +1,8 @@
 """Where training jobs run, for studies and sweeps alike: ``local`` (a process pool on this machine) or
-``ray`` (a Ray cluster, extra ``rnnlab[ray]``). An executor only runs jobs and hands their outcomes
-back to the driver, which stores them (a study's run folders, a sweep's ``TrialStore``): results and
-resume are the same whichever executor ran them. One worker function (``run_job``), one grouping rule
-for replicas (``replica_groups``), one way to ship a job's files back from another machine.
+``ray`` (a Ray cluster, extra ``rnnlab[ray]``). An executor only runs jobs and hands their outcomes back
+to the driver, which keeps them in the one ``JobStore`` (a study's run folders, a sweep's trials):
+results and resume are the same whichever executor ran them. One worker function (``run_job``), one
+grouping rule for replicas (``replica_groups``), one way to ship a job's files back from another machine.
 
 Every worker trains with one BLAS thread (``THREAD_ENV``, set before NumPy is imported), so that a
 trial computes the same numbers on any executor: more threads change the order of BLAS sums.
@@ -86,12 +86,34 @@ def _ship(folder: Path) -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in STORED_FILES if (folder / name).is_file()}
 
 
-def store_files(job_dir: str | Path, files: dict[str, bytes]) -> None:
-    """Write a shipped job's files into its folder, result.json last: a kill in between leaves it undone."""
-    folder = Path(job_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in sorted(files, key=lambda n: n == "result.json"):
-        atomic_write(folder / name, lambda f, data=files[name]: f.write(data))
+class JobStore:
+    """Finished jobs, one folder each under ``root``: a study's runs (``NAME/jobs/KEY-sSEED``) and a
+    sweep's trials (``OUT/trials/ID``) alike. A job is done when its ``marker`` file exists; the marker is
+    written last and atomically, so a kill in between leaves the job undone, and it trains again."""
+
+    def __init__(self, root: str | Path, marker: str = "result.json") -> None:
+        self.root, self.marker = Path(root), marker
+
+    def folder(self, job_id: str) -> Path:
+        return self.root / job_id
+
+    def done(self, job_id: str) -> dict[str, Any] | None:
+        """The job's marker (its result or record) when it is done, else None."""
+        path = self.folder(job_id) / self.marker
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def forget(self, job_id: str) -> None:
+        (self.folder(job_id) / self.marker).unlink(missing_ok=True)
+
+    def keep(self, job_id: str, files: dict[str, bytes], marker: dict[str, Any] | None = None) -> None:
+        """Write a job's files (shipped from a worker, or made by the driver), then its marker: from
+        ``marker`` when given, else the file of that name among ``files``."""
+        folder = self.folder(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        if marker is not None:
+            files = {**files, self.marker: json.dumps(marker, indent=2, default=float).encode()}
+        for name in sorted(files, key=lambda n: n == self.marker):
+            atomic_write(folder / name, lambda f, data=files[name]: f.write(data))
 
 
 @contextmanager

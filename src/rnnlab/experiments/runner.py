@@ -25,8 +25,8 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
+from rnnlab.experiments.executors import JobStore, log_call
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.executors import log_call, store_files
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.settings import (
     complete_settings,
@@ -75,8 +75,13 @@ class Context:
     _tasks: dict[str, Any] = field(default_factory=dict, repr=False)
     _trained: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
+    @property
+    def store(self) -> JobStore:
+        """The study's finished runs (result.json, written last by the training loop, marks one done)."""
+        return JobStore(self.exp_dir / "jobs")
+
     def job_dir(self, spec: RunSpec, seed: int = 0) -> Path:
-        return self.exp_dir / "jobs" / f"{spec.key}-s{seed}"
+        return self.store.folder(f"{spec.key}-s{seed}")
 
     def spec(self, key: str) -> RunSpec:
         return next(s for s in self.specs if s.key == key)
@@ -149,13 +154,14 @@ def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     return None
 
 
-def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, progress: bool) -> None:
-    """Run the jobs on an executor (``executors.executor``) and keep each one's folder as it finishes;
-    a study's run that diverges or fails stops the study, naming the run."""
+def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, store: JobStore, progress: bool) -> None:
+    """Run the jobs on an executor (``executors.executor``) and keep each one's folder as it finishes
+    (what a worker on another machine shipped back); a study's run that diverges or fails stops the
+    study, naming the run."""
     dirs = {name: job_dir for name, _, job_dir in jobs}
     for i, (name, outcome) in enumerate(run(jobs), 1):
         if "files" in outcome:
-            store_files(dirs[name], outcome["files"])
+            store.keep(Path(dirs[name]).name, outcome["files"])
         if outcome["status"] != "ok":
             raise RuntimeError(f"{name}: {outcome['status']}: {outcome['error']} (folder {dirs[name]})")
         if progress:
@@ -296,7 +302,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
             stored = _stored_settings(job_dir)
             if stored is not None and stored != json.loads(json.dumps(spec.full_settings(seed))):
                 shutil.rmtree(job_dir)  # the spec changed since this job ran (e.g. --quick against a full run)
-            elif (job_dir / "result.json").is_file():
+            elif (job_dir / context.store.marker).is_file():
                 skipped += 1
                 continue
             if stored is not None:
@@ -305,7 +311,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
     if progress:
         print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
               f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
-    _store_finished(jobs, run, progress)
+    _store_finished(jobs, run, context.store, progress)
     return len(jobs)
 
 

@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 
 from rnnlab.data.tasks import TASKS
+from rnnlab.experiments.executors import JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.executors import log_call, progress_bar, run_job
 from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, mean_std_interval
@@ -329,36 +329,31 @@ def load_sweep(path: str | Path) -> Sweep:
 # -- the store ------------------------------------------------------------------------------------
 
 class TrialStore:
-    """The trials a sweep folder holds: ``trials/<id>/trial.json`` marks a trial done."""
+    """The trials a sweep folder holds, in the one job store (``executors.JobStore``): ``trials/<id>/``
+    keeps a trial's outcome (result.json) and its record (trial.json, the marker: written last)."""
 
     def __init__(self, out_dir: str | Path) -> None:
         self.dir = Path(out_dir)
-        (self.dir / "trials").mkdir(parents=True, exist_ok=True)
+        self.jobs = JobStore(self.dir / "trials", marker="trial.json")
+        self.jobs.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, trial: Trial) -> Path:
-        return self.dir / "trials" / trial.id
+        return self.jobs.folder(trial.id)
 
     def record(self, trial: Trial) -> dict | None:
-        marker = self.path(trial) / "trial.json"
-        return json.loads(marker.read_text()) if marker.is_file() else None
+        return self.jobs.done(trial.id)
 
     def forget(self, trial: Trial) -> None:
-        marker = self.path(trial) / "trial.json"
-        if marker.exists():
-            marker.unlink()
+        self.jobs.forget(trial.id)
 
     def store(self, trial: Trial, outcome: dict[str, Any]) -> dict[str, Any]:
-        """Write the trial's result, then its record (the record last: a kill in between retrains it)."""
-        folder = self.path(trial)
-        folder.mkdir(parents=True, exist_ok=True)
+        """Keep the trial's outcome, then its record."""
         result = {"id": trial.id, "group": trial.group, "seed": trial.seed, "settings": trial.settings, **outcome}
-        atomic_write(folder / "result.json", lambda f: f.write(json.dumps(result, indent=2, default=float).encode()))
         record = {"id": trial.id, "group": trial.group, "config": trial.config, "values": trial.values,
                   "seed": trial.seed, "metrics": outcome.get("metrics", {}), "seconds": outcome.get("seconds"),
                   "status": outcome["status"], "error": outcome.get("error", "")}
-        atomic_write(folder / "trial.json", lambda f: f.write(json.dumps(record, indent=2, default=float).encode()))
+        self.jobs.keep(trial.id, {"result.json": json.dumps(result, indent=2, default=float).encode()}, record)
         return record
-
 
 
 def write_trials_csv(store: TrialStore, sweep: Sweep, trials: list[Trial]) -> list[dict]:
