@@ -19,7 +19,7 @@ LAYERS = [
     ("rnnlab.train", "rnnlab.replicas"),
     ("rnnlab.analysis",),
     ("rnnlab.experiments",),
-    ("rnnlab.report",),
+    ("rnnlab.report", "rnnlab.page"),
     ("rnnlab.cli",),
 ]
 

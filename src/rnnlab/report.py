@@ -3,9 +3,7 @@ from an experiment's results dict (``runs/NAME/results.json``)."""
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import importlib.metadata
 import json
 import math
@@ -23,6 +21,9 @@ from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
+from rnnlab.page import ON_PAGES, Block, Figure, Heading, Items, Page, Paragraph, Table, markdown, md_table
+from rnnlab.page import html as html_page
+from rnnlab.page import text as terminal_text
 
 METRIC_NAMES = {
     "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
@@ -142,12 +143,6 @@ def _settings_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 def _seeds_sentence(results: dict[str, Any]) -> str:
     counts = sorted(set((results.get("seeds_by_key") or {}).values()))
     if len(counts) > 1:
@@ -161,29 +156,34 @@ def _seeds_sentence(results: dict[str, Any]) -> str:
     return f"{spread} Time of this call {results['seconds']:.0f} s (jobs already done are not retrained)."
 
 
-def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
-    parts = [f"# {results['title']}", "", f"Study: {results['study']}. {results['about']}", ""]
+def study_page(results: dict[str, Any], exp_dir: Path) -> Page:
+    """A study run's report as one page: the verdicts first, then the results, notes, figures, settings."""
+    blocks: list[Block] = [Paragraph(f"Study: {results['study']}. {results['about']}", "about", ON_PAGES)]
     if results["quick"]:
-        parts += ["> **Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers check that "
-                  "the pipeline works; they are not the study's results.", ""]
-    parts += [_seeds_sentence(results), ""]
+        blocks.append(Paragraph("**Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers "
+                                "check that the pipeline works; they are not the study's results.", "warning"))
+    blocks.append(Paragraph(_seeds_sentence(results)))
     verdicts = verdict_tables(results)
     if verdicts:
-        parts += ["## Verdicts", "", VERDICT_LEGEND, "", power_sentence(results), ""]
+        blocks += [Heading("Verdicts", anchor="verdicts"), Paragraph(VERDICT_LEGEND, show=ON_PAGES),
+                   Paragraph(power_sentence(results))]
         for title, header, rows in verdicts:
-            parts += [f"### {title}", "", _md_table(header, rows), ""]
+            blocks += [Heading(title, 3), Table(header, rows, "verdicts", title)]
         if (exp_dir / CLAIMS_FIGURE).is_file():
-            parts += [f"![the runs behind each claim]({CLAIMS_FIGURE})", "", CLAIMS_CAPTION, ""]
-    parts += ["## Results", "", _md_table(*results_table(results)), ""]
+            blocks.append(Figure(CLAIMS_FIGURE, "the runs behind each claim", CLAIMS_CAPTION, heading=False))
+    blocks += [Heading("Results"), Table(*results_table(results))]
     if results["notes"]:
-        parts += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+        blocks += [Heading("Notes"), Items(results["notes"])]
     if results["figures"]:
-        parts += ["## Figures", ""]
-        for f in results["figures"]:
-            parts += [f"### {f['title']}", "", f"![{f['title']}]({f['path']})", "", f["caption"], ""]
-    parts += ["## Settings", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
+        blocks.append(Heading("Figures"))
+        blocks += [Figure(f["path"], f["title"], f["caption"]) for f in results["figures"]]
+    blocks += [Heading("Settings"), Items(_settings_lines(results), code=True)]
+    return Page(results["title"], blocks)
+
+
+def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
     path = exp_dir / "report.md"
-    path.write_text("\n".join(parts))
+    path.write_text(markdown(study_page(results, exp_dir)))
     return path
 
 
@@ -199,75 +199,15 @@ VERDICT_LEGEND = (
     "with N seeds: neither. A published figure is usually one run: the 95% prediction interval says where one of our "
     "runs would fall.")
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
-color:#222;line-height:1.45}
-h1{font-size:1.7em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.92em}th,td{border:1px solid #ccc;padding:.35em .6em;
-text-align:right}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}
-.quick{background:#fff4d6;border:1px solid #e8c35a;padding:.6em 1em;border-radius:6px}
-figure{margin:1.2em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
-.about{color:#444}code{background:#f3f3f3;padding:0 .2em}
-table.verdicts td,table.verdicts th{text-align:left}table.verdicts td:first-child{font-weight:600;white-space:nowrap}
-"""
-
-
-def _html_table(header: list[str], rows: list[list[str]], css_class: str) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
 def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(results['title'])}</title>"
-             f"<style>{CSS}</style></head><body>", f"<h1>{e(results['title'])}</h1>",
-             f"<p class='about'>Study: {e(results['study'])}. {e(results['about'])}</p>"]
-    if results["quick"]:
-        parts.append("<p class='quick'><b>Quick mode</b>: data and epochs were shrunk so this ran in seconds. "
-                     "These numbers check the pipeline; they are not the study's results.</p>")
-    parts.append(f"<p>{html.escape(_seeds_sentence(results))}</p>")
-    verdicts = verdict_tables(results)
-    if verdicts:
-        parts += ["<section id='verdicts'><h2>Verdicts</h2>", f"<p>{e(VERDICT_LEGEND)}</p>",
-                  f"<p>{e(power_sentence(results))}</p>"]
-        for title, header, rows in verdicts:
-            parts += [f"<h3>{e(title)}</h3>", _html_table(header, rows, "verdicts")]
-        if (exp_dir / CLAIMS_FIGURE).is_file():
-            data = base64.b64encode((exp_dir / CLAIMS_FIGURE).read_bytes()).decode()
-            parts.append(f"<figure><img alt='the runs behind each claim' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{e(CLAIMS_CAPTION)}</figcaption></figure>")
-        parts.append("</section>")
-    parts += ["<h2>Results</h2>", _html_table(*results_table(results), "results")]
-    if results["notes"]:
-        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{e(n)}</li>" for n in results["notes"]] + ["</ul>"]
-    if results["figures"]:
-        parts.append("<h2>Figures</h2>")
-        for f in results["figures"]:
-            data = base64.b64encode((exp_dir / f["path"]).read_bytes()).decode()
-            parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
-                         f"src='data:image/png;base64,{data}'><figcaption>{e(f['caption'])}</figcaption></figure>")
-    parts += ["<h2>Settings</h2><ul>"] + [f"<li><code>{e(line)}</code></li>" for line in _settings_lines(results)]
-    # lets a headless browser report how many embedded plots it could decode (the report test reads it)
-    parts.append("</ul><script>window.addEventListener('load',function(){var im=document.images,ok=0;"
-                 "for(var i=0;i<im.length;i++){if(im[i].complete&&im[i].naturalWidth>0){ok++;}}"
-                 "document.body.setAttribute('data-images',im.length);"
-                 "document.body.setAttribute('data-images-decoded',ok);});</script></body></html>")
     path = exp_dir / "report.html"
-    path.write_text("\n".join(parts))
+    path.write_text(html_page(study_page(results, exp_dir), exp_dir))
     return path
 
 
 def summary_text(results: dict[str, Any]) -> str:
     """What a terminal shows after a run: title, seeds, the verdicts, the results table, notes."""
-    parts = [f"# {results['title']}", "", _seeds_sentence(results), ""]
-    if results.get("verdicts"):
-        parts += [power_sentence(results), ""]
-    for title, header, rows in verdict_tables(results):
-        parts += [f"{title}:", "", _md_table(header, rows), ""]
-    parts += [_md_table(*results_table(results)), ""]
-    parts += [f"- {n}" for n in results["notes"]]
-    return "\n".join(parts)
+    return terminal_text(study_page(results, Path(".")))
 
 
 CLAIMS_FIGURE = "claims.png"
@@ -290,14 +230,6 @@ def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Pa
 
 
 # -- sweeps ----------------------------------------------------------------------------------------
-
-SORTABLE = ("<script>document.querySelectorAll('table.sortable th').forEach(function(th,i){th.style.cursor='pointer';"
-            "th.title='sort';th.addEventListener('click',function(){var t=th.closest('table'),b=t.tBodies[0],"
-            "rows=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';rows.sort(function(a,c){"
-            "var x=a.cells[i].textContent,y=c.cells[i].textContent,p=parseFloat(x),q=parseFloat(y);"
-            "var r=(isNaN(p)||isNaN(q))?x.localeCompare(y):p-q;return up?r:-r;});"
-            "rows.forEach(function(r){b.appendChild(r);});});});</script>")
-
 
 def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     sampled = [k for k in summary["searched"] if all(k not in g["point"] for g in summary["groups"])]
@@ -396,43 +328,35 @@ def _sweep_intro(summary: dict[str, Any]) -> list[str]:
             "best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
 
 
+def sweep_page(summary: dict[str, Any], figures: list[dict[str, str]]) -> Page:
+    """A sweep's report as one page: counts, the best configuration per group, the comparisons at each
+    point, the figures, every trial."""
+    blocks: list[Block] = [Paragraph(line) for line in _sweep_intro(summary)]
+    blocks += [Heading("Best configuration per group"), Table(*_sweep_best_rows(summary), title="Best per group")]
+    compared = _sweep_comparison_rows(summary)
+    if compared[1]:
+        blocks += [Heading("Compared at each point"), Paragraph(COMPARISON_NOTE), Table(*compared, "verdicts")]
+    blocks += [Figure(f["path"], f["title"], f["caption"]) for f in figures]
+    blocks += [Heading("All trials (best first)"), Paragraph("Click a column to sort.", show=("html",)),
+               Table(*_sweep_trial_rows(summary), "sortable")]
+    return Page(f"Sweep {Path(summary['source']).name}", blocks)
+
+
 def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
     """report.html (plots embedded, the trial table sortable) and report.md of a sweep folder."""
     out_dir = Path(out_dir)
-    figures = sweep_figures(summary, out_dir)
-    best, trials = _sweep_best_rows(summary), _sweep_trial_rows(summary)
-    title = f"Sweep {Path(summary['source']).name}"
-    md = [f"# {title}", "", *_sweep_intro(summary), "", "## Best configuration per group", "", _md_table(*best), ""]
-    compared = _sweep_comparison_rows(summary)
-    if compared[1]:
-        md += ["## Compared at each point", "", COMPARISON_NOTE, "", _md_table(*compared), ""]
-    md += [f"![{f['title']}]({f['path']})\n\n{f['caption']}\n" for f in figures]
-    md += ["## All trials (best first)", "", _md_table(*trials), ""]
-    md_path = out_dir / "report.md"
-    md_path.write_text("\n".join(md))
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
-    parts += [f"<p>{e(line)}</p>" for line in _sweep_intro(summary)]
-    parts += ["<h2>Best configuration per group</h2>", _html_table(*best, "results")]
-    if compared[1]:
-        parts += ["<h2>Compared at each point</h2>", f"<p>{e(COMPARISON_NOTE)}</p>",
-                  _html_table(*compared, "verdicts")]
-    for f in figures:
-        data = base64.b64encode((out_dir / f["path"]).read_bytes()).decode()
-        parts.append(f"<figure><h3>{e(f['title'])}</h3><img alt='{e(f['title'])}' "
-                     f"src='data:image/png;base64,{data}'><figcaption>{e(f['caption'])}</figcaption></figure>")
-    parts += ["<h2>All trials</h2><p>Click a column to sort.</p>", _html_table(*trials, "sortable"), SORTABLE,
-              "</body></html>"]
-    html_path = out_dir / "report.html"
-    html_path.write_text("\n".join(parts))
+    page = sweep_page(summary, sweep_figures(summary, out_dir))
+    md_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    md_path.write_text(markdown(page))
+    html_path.write_text(html_page(page, out_dir))
     return html_path, md_path
 
 
 def sweep_summary_text(summary: dict[str, Any]) -> str:
     """What a terminal shows after a sweep: the counts and the best configuration per group."""
-    best = _md_table(*_sweep_best_rows(summary))
-    return "\n".join([f"# Sweep {summary['source']}", "", *_sweep_intro(summary), "", best])
+    page = sweep_page(summary, [])
+    return terminal_text(Page(f"Sweep {summary['source']}", [b for b in page.blocks if not isinstance(b, Table)
+                                                            or b.title]))
 
 
 def republish_sweep_comparisons(report: str | Path) -> Path:
@@ -459,13 +383,13 @@ def republish_sweep_comparisons(report: str | Path) -> Path:
                "comparisons": compare_first_axis(sweep, records)}
     start = text.index("## Best configuration per group")
     end = text.index("\n## ", start + 1) + 1
-    text = text[:start] + "\n".join(["## Best configuration per group", "", _md_table(*_sweep_best_rows(summary)),
+    text = text[:start] + "\n".join(["## Best configuration per group", "", md_table(*_sweep_best_rows(summary)),
                                      ""]) + "\n" + text[end:]
     compared = _sweep_comparison_rows(summary)
     if "## Compared at each point" in text and compared[1]:
         start = text.index("## Compared at each point")
         end = min(i for i in (text.find("\n## ", start + 1), text.find("\n![", start + 1)) if i >= 0) + 1
-        text = text[:start] + "\n".join(["## Compared at each point", "", COMPARISON_NOTE, "", _md_table(*compared),
+        text = text[:start] + "\n".join(["## Compared at each point", "", COMPARISON_NOTE, "", md_table(*compared),
                                          ""]) + "\n" + text[end:]
     report.write_text(text)
     return report
@@ -622,7 +546,7 @@ def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir:
     else:
         parts += [f"- {label}: {sentence}" for label, sentence in sentences.items()] + [""]
     if claims:
-        parts += ["### Claims, tested over seeds", "", _md_table(["claim", *variants], claims), ""]
+        parts += ["### Claims, tested over seeds", "", md_table(["claim", *variants], claims), ""]
         for label, results in variants.items():
             target = figures_dir / (("tuned-" if label == TUNED else "") + CLAIMS_FIGURE)
             if claims_figure(results.get("verdicts", []), target) is not None:
@@ -630,7 +554,7 @@ def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir:
                           f"{CLAIMS_CAPTION} ({label})", ""]
     if published:
         parts += ["### Published numbers against ours", "",
-                  _md_table(["published", *variants, "measured reason"], published), ""]
+                  md_table(["published", *variants, "measured reason"], published), ""]
     return parts
 
 
@@ -799,7 +723,7 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
     parts = [f"# {first['title'].removesuffix(' (tuned)')}", "", *_in_short_block(variants),
              f"Study: {first['study']}. {first['about']}", "",
-              _md_table(["", *variants], _compute_rows(variants, search)), ""]
+              md_table(["", *variants], _compute_rows(variants, search)), ""]
     per_run = []
     for label, folder in folders.items():   # what a reader needs to recompute every verdict below
         target = figures_dir / RUNS_CSV[label]
@@ -817,7 +741,7 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     common = [n for n in first["notes"] if all(n in results["notes"] for results in variants.values())]
     for label, results in variants.items():
         parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",
-                  _md_table(*results_table(results)), ""]
+                  md_table(*results_table(results)), ""]
         own = [n for n in results["notes"] if n not in common]   # its analyses' findings, what the search chose
         parts += [f"- {n}" for n in own] + ([""] if own else [])
     if common:
