@@ -69,6 +69,9 @@ class Setting:
     choices: tuple | None = None
 
 
+TRAINING = TrainConfig()     # the training settings' defaults are TrainConfig's: one place
+
+
 def settings_table() -> list[Setting]:
     return [
         Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
@@ -86,33 +89,33 @@ def settings_table() -> list[Setting]:
                 "drew: PyTorch, Zaremba et al. 2014)"),
         Setting("init_scale", None, _optional_float, "standard deviation for --init normal (none: 0.1), or "
                 "the bound of every parameter, embeddings included, for --init uniform (none: PyTorch's ±1/√fan)"),
-        Setting("optimizer", "adam", str, "optimizer", tuple(OPTIMIZERS)),
-        Setting("lr", 1e-3, float, "initial learning rate"),
-        Setting("momentum", 0.0, float, "SGD momentum"),
-        Setting("weight_decay", 0.0, float, "L2 weight decay added to the gradients"),
-        Setting("epochs", 10, int, "training epochs"),
-        Setting("batch_size", 32, int, "sequences per update"),
-        Setting("back_steps", None, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
-        Setting("clip", None, _optional_float, "clip gradients to this global L2 norm (none = off)"),
-        Setting("clip_value", None, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
-        Setting("schedule", "constant", str, "learning-rate schedule", tuple(SCHEDULES)),
-        Setting("milestones", [20], _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
+        Setting("optimizer", TRAINING.optimizer, str, "optimizer", tuple(OPTIMIZERS)),
+        Setting("lr", TRAINING.lr, float, "initial learning rate"),
+        Setting("momentum", TRAINING.momentum, float, "SGD momentum"),
+        Setting("weight_decay", TRAINING.weight_decay, float, "L2 weight decay added to the gradients"),
+        Setting("epochs", TRAINING.epochs, int, "training epochs"),
+        Setting("batch_size", TRAINING.batch_size, int, "sequences per update"),
+        Setting("back_steps", TRAINING.back_steps, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
+        Setting("clip", TRAINING.clip, _optional_float, "clip gradients to this global L2 norm (none = off)"),
+        Setting("clip_value", TRAINING.clip_value, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
+        Setting("schedule", TRAINING.schedule, str, "learning-rate schedule", tuple(SCHEDULES)),
+        Setting("milestones", list(TRAINING.milestones), _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
                 "by --gamma"),
-        Setting("gamma", 0.5, float, "step/exponential schedule factor"),
-        Setting("decay_start", 4, int, "exponential schedule: first epoch that decays"),
-        Setting("anneal", 0.0, float, "anneal schedule: lr0 * a / (a + epoch)"),
-        Setting("weight_noise", 0.0, float, "std of Gaussian weight noise for each gradient (S3)"),
-        Setting("loss_normalization", "token", str, "what the training loss is divided by: token (the mean over "
+        Setting("gamma", TRAINING.gamma, float, "step/exponential schedule factor"),
+        Setting("decay_start", TRAINING.decay_start, int, "exponential schedule: first epoch that decays"),
+        Setting("anneal", TRAINING.anneal, float, "anneal schedule: lr0 * a / (a + epoch)"),
+        Setting("weight_noise", TRAINING.weight_noise, float, "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("loss_normalization", TRAINING.loss_normalization, str, "what the training loss is divided by: token (the mean over "
                 "predicted positions) or sequence (each sequence's summed loss, averaged over the batch: S4)",
                 ("token", "sequence")),
-        Setting("bucket", True, _bool, "length-bucketed training batches: a shuffled pool of 50 batches sorted by "
+        Setting("bucket", TRAINING.bucket, _bool, "length-bucketed training batches: a shuffled pool of 50 batches sorted by "
                 "length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
-        Setting("early_stopping", None, _optional_int, "stop after N epochs without dev improvement (none = off)"),
-        Setting("seed", 0, int, "seed for data, initialisation and shuffling"),
+        Setting("early_stopping", TRAINING.early_stopping, _optional_int, "stop after N epochs without dev improvement (none = off)"),
+        Setting("seed", TRAINING.seed, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
         Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: numba (fused, compiled kernels), numpy "
                 "(the reference) or jax (needs the jax extra)", tuple(ENGINES)),
-        Setting("threads", None, _optional_int, "BLAS threads while training and evaluating (none = chosen "
+        Setting("threads", TRAINING.threads, _optional_int, "BLAS threads while training and evaluating (none = chosen "
                 "from the model's size: 1 for small models)"),
     ]
 
