@@ -285,6 +285,7 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
     """The metric against each numeric searched setting (not the settings of a linked axis, which
     only name a group), one colour per group, seeds as points."""
     from rnnlab.analysis.plots import plot_metric_against_setting
+    from rnnlab.experiments.sweeps import group_name
 
     figures = []
     ok = [r for r in summary["records"] if r["status"] == "ok" and summary["metric"] in r["metrics"]]
@@ -293,8 +294,9 @@ def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]
                              not isinstance(r["values"].get(name), bool) for r in ok):
             continue
         points: dict[str, tuple[list, list]] = {}
-        for r in ok:   # one series per group, the plotted axis taken out of the group's name
-            series = ",".join(part for part in r["group"].split(",") if not part.startswith(f"{name}=")) or "all"
+        grid = {g["group"]: g["point"] for g in summary["groups"]}
+        for r in ok:   # one series per point of the other grid axes
+            series = group_name({k: v for k, v in grid.get(r["group"], {}).items() if k != name})
             xs, ys = points.setdefault(series, ([], []))
             xs.append(r["values"][name])
             ys.append(r["metrics"][summary["metric"]])

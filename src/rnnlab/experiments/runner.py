@@ -261,7 +261,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
         "sequential": None if plan is None else {"looks": list(plan.looks), "alpha": plan.alpha,
                                                  "level": plan.level},
         "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
-        "histories": {f"{r['key']}-s{r['seed']}": r["history"] for r in runs},
+        "histories": [{"key": r["key"], "seed": r["seed"], "history": r["history"]} for r in runs],
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
                     for f in found.figures],
         "notes": exp.notes + found.notes,

@@ -97,20 +97,22 @@ def settings_table() -> list[Setting]:
         Setting("batch_size", TRAINING.batch_size, int, "sequences per update"),
         Setting("back_steps", TRAINING.back_steps, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
         Setting("clip", TRAINING.clip, _optional_float, "clip gradients to this global L2 norm (none = off)"),
-        Setting("clip_value", TRAINING.clip_value, _optional_float, "clip each gradient coefficient to ±this (none = off)"),
+        Setting("clip_value", TRAINING.clip_value, _optional_float,
+                "clip each gradient coefficient to ±this (none = off)"),
         Setting("schedule", TRAINING.schedule, str, "learning-rate schedule", tuple(SCHEDULES)),
-        Setting("milestones", list(TRAINING.milestones), _int_list, "step schedule: epochs (comma-separated) where the rate is multiplied "
-                "by --gamma"),
+        Setting("milestones", list(TRAINING.milestones), _int_list,
+                "step schedule: epochs (comma-separated) where the rate is multiplied by --gamma"),
         Setting("gamma", TRAINING.gamma, float, "step/exponential schedule factor"),
         Setting("decay_start", TRAINING.decay_start, int, "exponential schedule: first epoch that decays"),
         Setting("anneal", TRAINING.anneal, float, "anneal schedule: lr0 * a / (a + epoch)"),
         Setting("weight_noise", TRAINING.weight_noise, float, "std of Gaussian weight noise for each gradient (S3)"),
-        Setting("loss_normalization", TRAINING.loss_normalization, str, "what the training loss is divided by: token (the mean over "
-                "predicted positions) or sequence (each sequence's summed loss, averaged over the batch: S4)",
-                ("token", "sequence")),
-        Setting("bucket", TRAINING.bucket, _bool, "length-bucketed training batches: a shuffled pool of 50 batches sorted by "
-                "length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
-        Setting("early_stopping", TRAINING.early_stopping, _optional_int, "stop after N epochs without dev improvement (none = off)"),
+        Setting("loss_normalization", TRAINING.loss_normalization, str,
+                "what the training loss is divided by: token (the mean over predicted positions) or sequence (each "
+                "sequence's summed loss, averaged over the batch: S4)", ("token", "sequence")),
+        Setting("bucket", TRAINING.bucket, _bool, "length-bucketed training batches: a shuffled pool of 50 batches "
+                "sorted by length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
+        Setting("early_stopping", TRAINING.early_stopping, _optional_int,
+                "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", TRAINING.seed, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
         Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: numba (fused, compiled kernels), numpy "

@@ -532,8 +532,9 @@ def _compare_specs(quick: bool) -> list[RunSpec]:
     return specs
 
 
-_REBER = {cell: key for key in COMPARE_REBER.values() for cell in ("rnn", "gru", "lstm") if f"-{cell}-" in key}
-_SIGN = {cell: key for key in COMPARE_SIGN.values() for cell in ("rnn", "gru", "lstm") if f"-{cell}-" in key}
+# each cell's configuration key in the main job, from the specs' own settings (not read back from the keys)
+_REBER = {s.settings["cell"]: COMPARE_REBER[s.label] for s in _reber_specs(True)(False) if not s.group}
+_SIGN = {cell: COMPARE_SIGN[f"{cell}-{h}x2"] for cell, h in SIGN_HIDDEN.items()}
 
 COMPARE = _with_findings(Experiment(
     name="compare", title="rnnlab compare: vanilla RNN vs GRU vs LSTM on synthetic tasks",
