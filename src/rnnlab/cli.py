@@ -346,12 +346,16 @@ def _experiment_options(parser: argparse.ArgumentParser) -> None:
                         help="train each configuration's seeds (and the learning rates of configurations that "
                         "differ only in it) together, as one compiled JAX program (needs rnnlab[jax]; streams and "
                         "weight noise still train run by run)")
+    _executor_options(parser, "the runs (and --tune's search)")
+    _engine_option(parser)
+
+
+def _executor_options(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--executor", choices=EXECUTORS, default="local",
-                        help="where the runs (and --tune's search) train: a process pool here, or a Ray cluster "
-                        "(rnnlab[ray]); each finished run is kept here as it arrives")
+                        help=f"where {what} train: a process pool here, or a Ray cluster (rnnlab[ray]); each "
+                        "finished one is kept here as it arrives")
     parser.add_argument("--address", default=None, help="ray: 'auto' or HOST:PORT of a running cluster (default: "
                         "start a Ray instance on this machine)")
-    _engine_option(parser)
 
 
 def _engine_option(parser: argparse.ArgumentParser) -> None:
@@ -368,6 +372,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    for add in (_demo_command, _train_command, _evaluate_command, _data_command, _analyze_command,
+                _study_commands, _sweep_command):
+        add(sub)
+    return parser
+
+
+def _demo_command(sub) -> None:
+    """rnnlab demo."""
     demo = sub.add_parser("demo", help="cells at equal budgets and a gradient check of each",
                           formatter_class=HelpFormatter)
     demo.add_argument("--budget", type=int, default=600, help="parameter budget shared by the three cells")
@@ -376,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="time loops (default: numpy, the reference)")
     demo.set_defaults(run=_demo)
 
+
+def _train_command(sub) -> None:
+    """rnnlab train."""
     train = sub.add_parser("train", help="train one model on one task",
                            description="Train one model on one task. Settings come from the built-in defaults "
                            "shown below, overridden by the settings of the task's study (mean-sign: S5's 2-layer "
@@ -389,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress bar (default: off)")
     train.set_defaults(run=_train)
 
+
+def _evaluate_command(sub) -> None:
+    """rnnlab evaluate."""
     ev = sub.add_parser("evaluate", help="evaluate a checkpoint on its task",
                         formatter_class=HelpFormatter)
     ev.add_argument("--checkpoint", required=True, metavar="FILE", help="checkpoint.npz written by rnnlab train")
@@ -397,6 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_option(ev)
     ev.set_defaults(run=_evaluate)
 
+
+def _data_command(sub) -> None:
+    """rnnlab data."""
     data = sub.add_parser("data", help="list, fetch and verify the real datasets",
                           description="Datasets are looked for in $RNNLAB_DATA_DIR/<folder>, ../shared/data/<folder> "
                           "and the cache ($RNNLAB_CACHE_DIR, default ~/.cache/rnnlab); fetch downloads from the "
@@ -406,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--force", action="store_true", help="fetch again even when present")
     data.set_defaults(run=_data)
 
+
+def _analyze_command(sub) -> None:
+    """rnnlab analyze."""
     an = sub.add_parser("analyze", help="look inside networks: discrepancy, gradient flow, gradients, hidden, dynamics",
                         formatter_class=HelpFormatter,
                         description="Runs one analysis on trained checkpoints (--checkpoint, repeatable) or on "
@@ -431,8 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_option(an)
     an.set_defaults(run=_analyze)
 
-    from rnnlab.experiments.studies import EXPERIMENTS
 
+def _study_commands(sub) -> None:
+    """rnnlab reproduce and rnnlab compare."""
+    from rnnlab.experiments.studies import EXPERIMENTS
     rep = sub.add_parser("reproduce", help="rerun a study over seeds and write its report",
                          formatter_class=HelpFormatter,
                          description="Trains every configuration of a study over seeds in parallel workers (finished "
@@ -444,7 +470,6 @@ def build_parser() -> argparse.ArgumentParser:
                      "(its sweep, stored in OUT/NAME-tuned/search/), then train each one's best over --seeds; the "
                      "report is OUT/NAME-tuned/")
     rep.set_defaults(run=_reproduce)
-
     cmp = sub.add_parser("compare", help="the main job: RNN vs GRU vs LSTM on synthetic tasks, with a report",
                          formatter_class=HelpFormatter,
                          description="Embedded Reber, the sign-of-the-mean task, the (l,k)-discrepancy and the "
@@ -453,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     _experiment_options(cmp)
     cmp.set_defaults(run=_compare)
 
+
+def _sweep_command(sub) -> None:
+    """rnnlab sweep."""
     sw = sub.add_parser("sweep", help="a search over settings declared in a TOML file, resumable, local or on Ray",
                         formatter_class=HelpFormatter,
                         description="Trains grid × samples × seeds trials of the search in FILE (see the README for "
@@ -460,10 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "missing), and writes DIR/trials.csv, DIR/report.html and .md, and DIR/best/GROUP.toml.")
     sw.add_argument("file", metavar="FILE.toml", help="the sweep file")
     sw.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/sweep-FILE)")
-    sw.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="local: a process pool here; ray: a Ray cluster (needs rnnlab[ray])")
-    sw.add_argument("--address", default=None, help="ray: 'auto' or HOST:PORT of a running cluster (default: start "
-                    "a local Ray instance)")
+    _executor_options(sw, "the trials")
     sw.add_argument("--workers", type=int, default=None, help="parallel trials (default: the CPU cores; ray: the "
                     "local instance's CPUs)")
     sw.add_argument("--quick", action="store_true", help="at most 2 epochs, 2 samples and 1 seed: checks the file "
@@ -477,7 +502,6 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--replicas", action="store_true", help="train the trials that differ only in seed and learning "
                     "rate as one compiled JAX program (needs rnnlab[jax])")
     sw.set_defaults(run=_sweep)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import importlib.metadata
 import json
 import math
@@ -214,38 +215,14 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     started = time.perf_counter()
     if force and (exp_dir / "jobs").exists():
         shutil.rmtree(exp_dir / "jobs")
-    trained, decided = 0, {}
-    for look, n in enumerate(plan.looks if plan else (first,)):
-        for key in keys if look == 0 else _undecided_keys(exp.claims, decided):
-            counts[key] = max(counts[key], n)
-        trained += _train(context, counts, workers, progress, run, exp.name)
-        if plan is None:
-            break
-        runs = _load_runs(context, counts)
-        open_claims = [c for c in exp.claims if c.text not in decided]
-        for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims},
-                                 level=plan.level):
-            if row["verdict"] in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
-                decided[row["claim"]] = dict(row, look=look + 1, level=plan.level)
-        if progress:
-            print(f"{exp.name}: look {look + 1} of {len(plan.looks)} at {n} seeds: {len(decided)} of "
-                  f"{len(exp.claims)} claims decided", file=sys.stderr)
-        if len(decided) == len(exp.claims):
-            break
-
+    train = functools.partial(_train, context, counts, workers, progress, run, exp.name)
+    trained, decided = _train_looks(exp, context, counts, plan, first, train, progress)
     runs = _load_runs(context, counts)
     context.runs = runs
     found = run_steps(exp.analyses, context)
-    for run in runs:
-        run.update(found.run_metrics.get((run["key"], run["seed"]), {}))
-    # the measured reasons as the published results word them (left out where those are not at hand)
-    reasons = render_reasons(exp.reasons, RESULTS_ROOT, exp.published, strict=False)
-    if plan:
-        claim_rows = [decided[c.text] for c in exp.claims]
-        verdicts = claim_rows + verdict_table([], exp.published, reasons, runs)
-        found.notes.append(_plan_note(plan, claim_rows))
-    else:
-        verdicts = verdict_table(exp.claims, exp.published, reasons, runs)
+    for one in runs:
+        one.update(found.run_metrics.get((one["key"], one["seed"]), {}))
+    verdicts = _verdicts(exp, runs, plan, decided, found.notes)
     results = {
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": min(counts.values()), "seeds_by_key": counts, "metrics": exp.metric_names,
@@ -266,14 +243,56 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
                     for f in found.figures],
         "notes": exp.notes + found.notes,
     }
+    _write_results(exp_dir, results)
+    return results
+
+
+def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan: SequentialPlan | None, first: int,
+                 train: Callable[[], int], progress: bool) -> tuple[int, dict[str, dict]]:
+    """Train the first look's seeds, then, with a sequential plan, more seeds only for the claims still
+    undecided at each look; returns how many runs trained and the claims decided (claim → verdict row)."""
+    trained, decided = 0, {}
+    for look, n in enumerate(plan.looks if plan else (first,)):
+        for key in counts if look == 0 else _undecided_keys(exp.claims, decided):
+            counts[key] = max(counts[key], n)
+        trained += train()
+        if plan is None:
+            break
+        runs = _load_runs(context, counts)
+        open_claims = [c for c in exp.claims if c.text not in decided]
+        for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims},
+                                 level=plan.level):
+            if row["verdict"] in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
+                decided[row["claim"]] = dict(row, look=look + 1, level=plan.level)
+        if progress:
+            print(f"{exp.name}: look {look + 1} of {len(plan.looks)} at {n} seeds: {len(decided)} of "
+                  f"{len(exp.claims)} claims decided", file=sys.stderr)
+        if len(decided) == len(exp.claims):
+            break
+    return trained, decided
+
+
+def _verdicts(exp: Experiment, runs: list[dict], plan: SequentialPlan | None, decided: dict[str, dict],
+              notes: list[str]) -> list[dict]:
+    """The claims (as their look decided them, under a plan) and the published numbers, with the measured
+    reasons as the published results word them (left out where those are not at hand)."""
+    reasons = render_reasons(exp.reasons, RESULTS_ROOT, exp.published, strict=False)
+    if plan is None:
+        return verdict_table(exp.claims, exp.published, reasons, runs)
+    claim_rows = [decided[c.text] for c in exp.claims]
+    notes.append(_plan_note(plan, claim_rows))
+    return claim_rows + verdict_table([], exp.published, reasons, runs)
+
+
+def _write_results(exp_dir: Path, results: dict[str, Any]) -> None:
+    """results.json, results.csv (one row per run) and the call's line in calls.jsonl."""
     (exp_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
     log_call(exp_dir, {k: results[k] for k in ("command", "date", "seconds", "trained_now")})
-    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in exp.metric_names if m != "num_params"]
+    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in results["metrics"] if m != "num_params"]
     with open(exp_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(results["runs"])
-    return results
 
 
 def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:
