@@ -296,18 +296,7 @@ def fit(
     meta_base = {"format": 1, "config": dataclasses.asdict(config), "run": run_info or {}}
 
     if resume:
-        if out is None or not (out / CHECKPOINT).is_file():
-            raise FileNotFoundError(f"--resume: no checkpoint at {out / CHECKPOINT if out else '(no --out)'}")
-        arrays, meta = load_checkpoint(out / CHECKPOINT)
-        source = str(out / CHECKPOINT)
-        load_params(model, arrays, "param", source)
-        optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
-        schedule.load_state_dict(meta["schedule"])
-        rng.bit_generator.state = meta["rng"]
-        progress = Progress(**meta["progress"])
-        if any(k.startswith("best/") for k in arrays):
-            best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")}
-        write_metrics(out / "metrics.csv", progress.history)
+        progress, best = _restore(out, model, optimizer, schedule, rng)
 
     # BLAS threads chosen from the model's size (or config.threads); see rnnlab.engines.threads
     with blas_threads(training_threads(model, config.batch_size, config.threads)):
@@ -317,36 +306,7 @@ def fit(
                 break
             optimizer.lr = schedule.lr_for(epoch)
             tic = time.perf_counter()
-            stats, sequences, state = [], 0, None
-            bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
-            for b, batch in enumerate(train.batches(config.batch_size, rng, bucket=config.bucket)):
-                clean = None
-                if config.weight_noise:
-                    clean = {k: p.copy() for k, p in model.params.items()}
-                    for p in model.params.values():
-                        p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
-                loss, grads, batch_stats, state = model.loss_and_grads(
-                    batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
-                if clean is not None:
-                    for k, p in model.params.items():
-                        p[...] = clean[k]
-                where = "the loss" if not math.isfinite(loss) else None
-                bad = _first_non_finite(grads)
-                if where or bad:
-                    what = where or f"the gradient of parameter {bad!r}"
-                    raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
-                optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
-                bad = _first_non_finite(dict(model.params))
-                if bad:
-                    what = f"parameter {bad!r} after the update"
-                    raise TrainingDiverged(_diverged(epoch, b, what, out, progress.epoch))
-                stats.append(batch_stats)
-                sequences += batch.size
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}")
-            if bar is not None:
-                bar.close()
+            stats, sequences = _train_epoch(model, train, config, optimizer, rng, epoch, out, progress.epoch)
             seconds = time.perf_counter() - tic
             dev_metrics = evaluate(model, dev, config.batch_size, "dev") if dev is not None else None
             row = epoch_row(epoch, optimizer.lr, metrics_from_stats(stats, model, "train"), dev_metrics, seconds,
@@ -357,14 +317,9 @@ def fit(
                 on_epoch(row)
             progress.seconds = seconds_before + time.perf_counter() - started
             if out is not None:
-                if len(progress.history) == 1 or not (out / "metrics.csv").exists():
-                    write_metrics(out / "metrics.csv", progress.history)
-                else:
-                    with open(out / "metrics.csv", "a", newline="") as f:
-                        csv.DictWriter(f, fieldnames=list(row)).writerow(row)
                 meta = dict(meta_base, rng=rng.bit_generator.state, schedule=schedule.state_dict(),
                             progress=dataclasses.asdict(progress))
-                save_checkpoint(out / CHECKPOINT, model, optimizer, meta, best)
+                _keep_epoch(out, row, progress.history, model, optimizer, meta, best)
             if config.progress:
                 shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k not in ("epoch",))
                 print(f"epoch {epoch + 1}/{config.epochs}: {shown}", file=sys.stderr)
@@ -383,6 +338,70 @@ def fit(
         if out is not None:
             atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
         return result
+
+
+def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: Any,
+             rng: np.random.Generator) -> tuple[Progress, dict[str, np.ndarray] | None]:
+    """Continue an interrupted run from ``out/checkpoint.npz``: parameters, optimizer, schedule, random
+    state and progress as they were after its last finished epoch; returns (progress, best-dev params)."""
+    if out is None or not (out / CHECKPOINT).is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint at {out / CHECKPOINT if out else '(no --out)'}")
+    arrays, meta = load_checkpoint(out / CHECKPOINT)
+    load_params(model, arrays, "param", str(out / CHECKPOINT))
+    optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
+    schedule.load_state_dict(meta["schedule"])
+    rng.bit_generator.state = meta["rng"]
+    progress = Progress(**meta["progress"])
+    best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")} or None
+    write_metrics(out / "metrics.csv", progress.history)
+    return progress, best
+
+
+def _train_epoch(model: RecurrentModel, train: Any, config: TrainConfig, optimizer: Any, rng: np.random.Generator,
+                 epoch: int, out: Path | None, good_epochs: int) -> tuple[list, int]:
+    """One pass over the training batches: (each batch's stats, sequences seen). Weight noise perturbs
+    the weights for the gradient only; a non-finite loss, gradient or parameter stops the run, naming it."""
+    stats, sequences, state = [], 0, None
+    bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
+    for b, batch in enumerate(train.batches(config.batch_size, rng, bucket=config.bucket)):
+        clean = None
+        if config.weight_noise:
+            clean = {k: p.copy() for k, p in model.params.items()}
+            for p in model.params.values():
+                p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
+        loss, grads, batch_stats, state = model.loss_and_grads(
+            batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
+        if clean is not None:
+            for k, p in model.params.items():
+                p[...] = clean[k]
+        where = "the loss" if not math.isfinite(loss) else None
+        bad = _first_non_finite(grads)
+        if where or bad:
+            raise TrainingDiverged(_diverged(epoch, b, where or f"the gradient of parameter {bad!r}", out,
+                                             good_epochs))
+        optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
+        bad = _first_non_finite(dict(model.params))
+        if bad:
+            raise TrainingDiverged(_diverged(epoch, b, f"parameter {bad!r} after the update", out, good_epochs))
+        stats.append(batch_stats)
+        sequences += batch.size
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}")
+    if bar is not None:
+        bar.close()
+    return stats, sequences
+
+
+def _keep_epoch(out: Path, row: dict[str, Any], history: list[dict], model: RecurrentModel, optimizer: Any,
+                meta: dict[str, Any], best: dict[str, np.ndarray] | None) -> None:
+    """The epoch's metrics.csv row, then the checkpoint it can be resumed from."""
+    if len(history) == 1 or not (out / "metrics.csv").exists():
+        write_metrics(out / "metrics.csv", history)
+    else:
+        with open(out / "metrics.csv", "a", newline="") as f:
+            csv.DictWriter(f, fieldnames=list(row)).writerow(row)
+    save_checkpoint(out / CHECKPOINT, model, optimizer, meta, best)
 
 
 def _diverged(epoch: int, batch: int, what: str, out: Path | None, good_epochs: int) -> str:
