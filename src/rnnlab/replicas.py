@@ -247,31 +247,9 @@ def _fit_replicas(
     config = config or TrainConfig()
     models = list(models)
     R = len(models)
-    if R == 0:
-        raise ValueError("models: expected at least one model")
-    seeds = list(range(R)) if seeds is None else [int(s) for s in seeds]
-    if len(seeds) != R:
-        raise ValueError(f"seeds: expected one per model ({R}), got {len(seeds)}")
-    if len(set(seeds)) != R:
-        raise ValueError(f"seeds: expected distinct seeds, got {seeds}")
-    splits = {name: _per_replica(data, R, name) for name, data in (("train", train), ("dev", dev), ("test", test))}
-    if splits["train"] is None:
-        raise ValueError("train: expected training data")
-    metric_fns = list(task_metrics) if isinstance(task_metrics, (list, tuple)) else [task_metrics] * R
-    if len(metric_fns) != R:
-        raise ValueError(f"task_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
-    initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
-    if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
-        raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
-    if config.weight_noise:
-        raise ValueError("weight_noise: not supported by fit_replicas (fit draws it from NumPy's generator)")
-    if length_bucket < 1:
-        raise ValueError(f"length_bucket: expected a positive number of steps, got {length_bucket}")
+    seeds, splits, metric_fns, initial_lrs = _replica_arguments(models, train, dev, test, config, seeds,
+                                                                task_metrics, length_bucket, learning_rates)
     template = models[0]
-    shapes = {k: v.shape for k, v in template.params.items()}
-    for r, m in enumerate(models[1:], 1):
-        if {k: v.shape for k, v in m.params.items()} != shapes or type(m) is not type(template):
-            raise ValueError(f"models: model {r} differs from model 0 ({m!r} vs {template!r})")
     dtype = template.dtype
     rule = make_optimizer(config.optimizer, {}, config.lr, config.momentum, config.weight_decay)
     params = {k: jnp.asarray(np.stack([m.params[k] for m in models])) for k in template.params}
@@ -352,6 +330,39 @@ def _fit_replicas(
         result["history"] = progress[r].history
         results.append(result)
     return results
+
+
+def _replica_arguments(models: list[RecurrentModel], train: Any, dev: Any, test: Any, config: TrainConfig,
+                       seeds: Sequence[int] | None, task_metrics: Any, length_bucket: int,
+                       learning_rates: Sequence[float] | None) -> tuple[list[int], dict, list, list[float]]:
+    """``fit_replicas``'s arguments checked, each error naming its argument: (seeds, splits per replica,
+    task metrics per replica, initial learning rates)."""
+    R = len(models)
+    if R == 0:
+        raise ValueError("models: expected at least one model")
+    seeds = list(range(R)) if seeds is None else [int(s) for s in seeds]
+    if len(seeds) != R:
+        raise ValueError(f"seeds: expected one per model ({R}), got {len(seeds)}")
+    if len(set(seeds)) != R:
+        raise ValueError(f"seeds: expected distinct seeds, got {seeds}")
+    splits = {name: _per_replica(data, R, name) for name, data in (("train", train), ("dev", dev), ("test", test))}
+    if splits["train"] is None:
+        raise ValueError("train: expected training data")
+    metric_fns = list(task_metrics) if isinstance(task_metrics, (list, tuple)) else [task_metrics] * R
+    if len(metric_fns) != R:
+        raise ValueError(f"task_metrics: expected one callable or one per replica ({R}), got {len(metric_fns)}")
+    initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
+    if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
+        raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
+    if config.weight_noise:
+        raise ValueError("weight_noise: not supported by fit_replicas (fit draws it from NumPy's generator)")
+    if length_bucket < 1:
+        raise ValueError(f"length_bucket: expected a positive number of steps, got {length_bucket}")
+    shapes = {k: v.shape for k, v in models[0].params.items()}
+    for r, m in enumerate(models[1:], 1):
+        if {k: v.shape for k, v in m.params.items()} != shapes or type(m) is not type(models[0]):
+            raise ValueError(f"models: model {r} differs from model 0 ({m!r} vs {models[0]!r})")
+    return seeds, splits, metric_fns, initial_lrs
 
 
 def _stats(sums, r: int, accuracy: bool) -> Stats:
