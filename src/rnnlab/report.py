@@ -417,10 +417,10 @@ def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: st
             f"{sum(c['seconds'] for c in calls) / 60:.1f} min over {len(calls)} call{'s' if len(calls) != 1 else ''} "
             f"that trained ({', '.join(sorted({c['executor'] for c in calls})) or 'no'} executor); training time "
             f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")
-    text = (out_dir / "report.md").read_text()
-    title, rest = text.split("\n", 1)
+    page = sweep_page(summary, sweep_figures(summary, out_dir))
+    page.blocks.insert(0, Paragraph(head))
     path = dest / "report.md"
-    path.write_text(f"{title}\n\n{head}\n{rest}")
+    path.write_text(markdown(page))
     return path
 
 
