@@ -229,3 +229,39 @@ def test_fit_runs_under_the_chosen_thread_count(monkeypatch):
     data = SequenceData([rng.normal(size=(5, 3)) for _ in range(8)], rng.integers(0, 2, 8))
     fit(model, data, config=TrainConfig(epochs=1, batch_size=4, progress=False))
     assert seen and set(seen) == {1}
+
+
+@pytest.mark.parametrize("engine", ["numpy", *ENGINES])
+@pytest.mark.parametrize("config", list(CELL_CONFIGS))
+@settings(max_examples=3)
+@given(T=st.integers(1, 6), B=st.integers(1, 4), back_steps=st.sampled_from([None, 0, 2]), masked=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_token_ids_are_one_hot_rows_read_by_row_lookups(config, engine, T, B, back_steps, masked, seed):
+    """A cell fed token ids computes what it computes on their one-hot rows (float64): the same states,
+    the same gradients (W_x's a scatter-add of rows instead of a product with zeros), and no dx."""
+    V = 7
+    kind, kwargs = CELL_CONFIGS[config]
+    cell = rnnlab.make_cell(kind, V, 5, seed=1, init="normal", init_scale=0.5, dtype=np.float64, engine=engine,
+                            **kwargs, **BIASES["bias"])
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V, size=(T, B))
+    dense = np.eye(V)[ids]
+    mask = make_mask(rng, T, B) if masked else None
+    h_ids, cache_ids = cell.forward(ids, mask=mask)
+    h_dense, cache_dense = cell.forward(dense, mask=mask)
+    np.testing.assert_array_equal(h_ids, h_dense)
+    d = rng.normal(size=h_ids.shape)
+    g_ids, dx_ids, d0_ids = cell.backward(d, cache_ids, back_steps)
+    g_dense, _, d0_dense = cell.backward(d, cache_dense, back_steps)
+    assert dx_ids is None
+    for name in g_dense:
+        np.testing.assert_allclose(g_ids[name], g_dense[name], rtol=0, atol=1e-12, err_msg=name)
+    for u, v in zip(d0_ids if isinstance(d0_ids, tuple) else (d0_ids,),
+                    d0_dense if isinstance(d0_dense, tuple) else (d0_dense,)):
+        np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
+
+
+def test_token_ids_out_of_range_are_refused_naming_the_range():
+    cell = rnnlab.make_cell("gru", 4, 3)
+    with pytest.raises(ValueError, match=r"token ids \(T, B\) in \[0, 4\)"):
+        cell.forward(np.array([[0, 4]]))

@@ -118,6 +118,7 @@ class RecurrentModel:
             ids = np.asarray(x)
             if ids.min() < 0 or ids.max() >= self.input_size:
                 raise ValueError(f"x: expected token ids in [0, {self.input_size}), got [{ids.min()}, {ids.max()}]")
+            return ids      # the first layer reads the one-hot rows as row lookups of its input weights
         return model_inputs(self, self.params, np.asarray(x))
 
     def _check_targets(self, outputs_shape: tuple, y: Any) -> np.ndarray:

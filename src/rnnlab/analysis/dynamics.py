@@ -68,7 +68,7 @@ def classify_units(trajectories: np.ndarray, power_share: float = 0.4, growth: f
 def jacobians(cell: Cell, x: np.ndarray, h0=None) -> np.ndarray:
     """J_t = ∂s_t/∂s_{t−1} along the trajectory of x (T, B, input): (T, B, S, S), S = state size."""
     _, cache = cell.forward(x, h0)
-    T, B, _ = cache.x.shape
+    T, B = cache.x.shape[:2]
     H, C = cell.hidden_size, cell.state_size
     S = H * C
     prev = cache.prev_states()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells.cache import Cache, State
-from rnnlab.common import check_back_steps, check_dtype, check_positive_int
+from rnnlab.common import check_back_steps, check_dtype, check_positive_int, scatter_add
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 Array = np.ndarray
@@ -179,6 +179,11 @@ class Cell:
 
     def _check_input(self, x: Any) -> Array:
         x = np.asarray(x)
+        if x.ndim == 2 and np.issubdtype(x.dtype, np.integer):   # token ids: one-hot rows, read by row lookups
+            if x.shape[0] < 1 or x.min() < 0 or x.max() >= self.input_size:
+                raise ValueError(f"x: expected token ids (T, B) in [0, {self.input_size}) with T >= 1, got shape "
+                                 f"{x.shape} and ids in [{x.min()}, {x.max()}]")
+            return x
         if x.ndim != 3 or x.shape[2] != self.input_size or x.shape[0] < 1:
             raise ValueError(
                 f"x: expected shape (T, B, input_size={self.input_size}) with T >= 1, got {x.shape}"
@@ -188,11 +193,14 @@ class Cell:
     def forward(self, x: Any, h0: Any = None, mask: Any = None) -> tuple[Array, Cache]:
         """Run the cell over a sequence.
 
-        x: (T, B, input_size); h0: (B, hidden) or, for LSTM, an (h, c) pair; None means zeros;
-        mask: (T, B) of 0/1 or None. Returns hs (T, B, hidden) and the cache for ``backward``.
+        x: (T, B, input_size), or (T, B) integer token ids standing for one-hot rows (the input
+        projection is then a row lookup of W_x, its gradient a scatter-add of rows, and no gradient
+        with respect to the ids is computed); h0: (B, hidden) or, for LSTM, an (h, c) pair; None
+        means zeros; mask: (T, B) of 0/1 or None. Returns hs (T, B, hidden) and the cache for
+        ``backward``.
         """
         x = self._check_input(x)
-        T, B, _ = x.shape
+        T, B = x.shape[:2]
         state = self._initial_state(h0, B)
         m = check_mask(mask, T, B, self.dtype)
         return ENGINES[self.engine]().forward(self, x, state, m)
@@ -205,10 +213,11 @@ class Cell:
         dh_out: optional (T, B, hidden) array that receives the total error reaching each h_t
         (its injection plus everything flowing back from later steps): the gradient-flow analyses
         read ‖∂L/∂h_t‖ from it.
-        Returns (grads keyed like ``params``, dx (T, B, input_size), dh0), with dh0 shaped like h0.
+        Returns (grads keyed like ``params``, dx (T, B, input_size), dh0), with dh0 shaped like h0;
+        dx is None where the inputs were token ids.
         """
         k = check_back_steps(back_steps)
-        T, B, _ = cache.x.shape
+        T, B = cache.x.shape[:2]
         H = self.hidden_size
         dhs = np.asarray(dhs, dtype=self.dtype)
         if dhs.shape != (T, B, H):
@@ -217,10 +226,13 @@ class Cell:
 
     def param_grads(self, p, x, prev_h, steps, dxw, dhw, xp=np) -> dict[str, Array]:
         """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""
-        T, B, _ = x.shape
+        T, B = x.shape[:2]
         rows = T * B
         dxw2, dhw2 = dxw.reshape(rows, -1), dhw.reshape(rows, -1)
-        grads = {"W_x": x.reshape(rows, -1).T @ dxw2}
+        if x.ndim == 2:      # token ids: the rows of W_x they looked up receive their pre-activation gradients
+            grads = {"W_x": scatter_add(xp.zeros_like(p["W_x"]), x.reshape(-1), dxw2, xp)}
+        else:
+            grads = {"W_x": x.reshape(rows, -1).T @ dxw2}
         flat = {name: v.reshape((rows,) + v.shape[2:]) for name, v in steps.items()}
         grads.update(self.recurrent_grads(p, prev_h.reshape(rows, -1), flat, dhw2, xp))
         if "b" in p:

@@ -45,7 +45,7 @@ def forward_scan(cell, masked: bool, p, x, state0, mask):
 
 def backward_scan(cell, masked: bool, k, p, x, mask, state0, states, steps, dhs):
     prev = tuple(jnp.concatenate([s0[None], s[:-1]], axis=0) for s0, s in zip(state0, states))
-    carry0 = loops.new_carry(state0[0].shape, k, len(state0), x.dtype, jnp)
+    carry0 = loops.new_carry(state0[0].shape, k, len(state0), state0[0].dtype, jnp)
 
     def body(carry, inputs):
         dh_t, step_t, prev_t, m_t = inputs
@@ -57,7 +57,7 @@ def backward_scan(cell, masked: bool, k, p, x, mask, state0, states, steps, dhs)
 
     final, (dxw, dhw, totals) = jax.lax.scan(body, carry0, (dhs, steps, prev, mask), reverse=True)
     grads = cell.param_grads(p, x, prev[0], steps, dxw, dhw, xp=jnp)
-    return grads, loops.input_gradient(p, dxw), loops.initial_state_delta(final, k), totals
+    return grads, loops.input_gradient(p, dxw, x), loops.initial_state_delta(final, k), totals
 
 
 _PROGRAMS: dict = {}
@@ -86,10 +86,10 @@ def _params(cell):
 
 
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
-    T, B, _ = x.shape
+    T, B = x.shape[:2]
     masked = mask is not None
     with _x64(cell.dtype):
-        m = jnp.asarray(mask) if masked else jnp.ones((T, B, 1), x.dtype)
+        m = jnp.asarray(mask) if masked else jnp.ones((T, B, 1), cell.dtype)
         states, steps = _program("forward", cell, masked)(_params(cell), jnp.asarray(x),
                                                            tuple(map(jnp.asarray, state0)), m)
         cache = Cache(x, mask, state0, tuple(np.asarray(s) for s in states),
@@ -99,9 +99,9 @@ def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tupl
 
 def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
     masked = cache.mask is not None
-    T, B, _ = cache.x.shape
+    T, B = cache.x.shape[:2]
     with _x64(cell.dtype):
-        m = jnp.asarray(cache.mask) if masked else jnp.ones((T, B, 1), cache.x.dtype)
+        m = jnp.asarray(cache.mask) if masked else jnp.ones((T, B, 1), cell.dtype)
         grads, dx, dstate0, totals = _program("backward", cell, masked, k)(
             _params(cell), jnp.asarray(cache.x), m, tuple(map(jnp.asarray, cache.state0)),
             tuple(map(jnp.asarray, cache.states)), {n: jnp.asarray(v) for n, v in cache.steps.items()},
@@ -110,7 +110,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
             dh_out[...] = np.asarray(totals)
         grads = {name: np.asarray(g) for name, g in grads.items()}
         dstate0 = tuple(np.asarray(d) for d in dstate0)
-        dx = np.asarray(dx)
+        dx = None if dx is None else np.asarray(dx)
     return grads, dx, loops.shaped_like_h0(dstate0)
 
 

@@ -63,14 +63,17 @@ def initial_state_delta(carry: tuple, k: int | None) -> tuple:
 
 
 def project_input(p: dict, x, xp):
-    """x W_x + b for all T steps as one matmul: (T, B, I) → (T, B, G·H)."""
-    T, B, _ = x.shape
-    xw = (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)
+    """x W_x + b for all T steps as one matmul: (T, B, I) → (T, B, G·H); for token ids (T, B), which
+    stand for one-hot rows, the same product is a row lookup of W_x."""
+    T, B = x.shape[:2]
+    xw = p["W_x"][x] if x.ndim == 2 else (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)
     return xw + p["b"] if "b" in p else xw
 
 
-def input_gradient(p: dict, dxw):
-    """dx = dxw W_xᵀ over all T·B rows."""
+def input_gradient(p: dict, dxw, x):
+    """dx = dxw W_xᵀ over all T·B rows; None for token ids (nothing asks for a gradient of ids)."""
+    if x.ndim == 2:
+        return None
     T, B, _ = dxw.shape
     return (dxw.reshape(T * B, -1) @ p["W_x"].T).reshape(T, B, -1)
 

@@ -45,9 +45,12 @@ def _mask2d(mask: np.ndarray | None, T: int, B: int, dtype) -> np.ndarray:
 
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     p = cell.params
-    T, B, _ = x.shape
+    T, B = x.shape[:2]
     xw = workspace("xw", (T, B, cell.gates * cell.hidden_size), cell.dtype)
-    np.matmul(x.reshape(T * B, -1), p["W_x"], out=xw.reshape(T * B, -1))
+    if x.ndim == 2:      # token ids for one-hot rows: the projection is a row lookup
+        np.take(p["W_x"], x.reshape(-1), axis=0, out=xw.reshape(T * B, -1))
+    else:
+        np.matmul(x.reshape(T * B, -1), p["W_x"], out=xw.reshape(T * B, -1))
     if "b" in p:
         xw += p["b"]
     states, steps = cell.fused_forward(p, xw, tuple(np.ascontiguousarray(s) for s in state0),
@@ -58,7 +61,7 @@ def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tupl
 
 def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
     p = cell.params
-    T, B, _ = cache.x.shape
+    T, B = cache.x.shape[:2]
     prev = cache.prev_states()
     totals = workspace("dh_out", dhs.shape, cell.dtype) if dh_out is None else dh_out
     shape = (T, B, cell.gates * cell.hidden_size)
@@ -67,4 +70,4 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
                                             _mask2d(cache.mask, T, B, cell.dtype), -1 if k is None else k, totals,
                                             dxw, dhw)
     grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
-    return grads, loops.input_gradient(p, dxw), loops.shaped_like_h0(dstate0)
+    return grads, loops.input_gradient(p, dxw, cache.x), loops.shaped_like_h0(dstate0)

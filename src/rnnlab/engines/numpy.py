@@ -18,7 +18,7 @@ from rnnlab.engines import loops
 
 def forward(cell, x: np.ndarray, state: tuple, m: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     p = cell.params
-    T, B, _ = x.shape
+    T, B = x.shape[:2]
     xw = loops.project_input(p, x, np)                       # (T, B, G·H)
     cache = Cache(x, m, state, tuple(np.empty((T, B, cell.hidden_size), cell.dtype) for _ in state))
     for t in range(T):
@@ -37,7 +37,7 @@ def forward(cell, x: np.ndarray, state: tuple, m: np.ndarray | None) -> tuple[np
 
 def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
     p, m = cell.params, cache.mask
-    T, B, _ = cache.x.shape
+    T, B = cache.x.shape[:2]
     prev = cache.prev_states()
     carry = loops.new_carry((B, cell.hidden_size), k, cell.state_size, cell.dtype, np)
     dxw = np.empty((T, B, cell.gates * cell.hidden_size), cell.dtype)
@@ -53,4 +53,4 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
         dxw[t], dhw[t] = loops.sum_ages(dxw_t, k), loops.sum_ages(dhw_t, k)
         carry = loops.step_back(loops.pass_padding(dprev, d, m_t), k, np)
     grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
-    return grads, loops.input_gradient(p, dxw), loops.shaped_like_h0(loops.initial_state_delta(carry, k))
+    return grads, loops.input_gradient(p, dxw, cache.x), loops.shaped_like_h0(loops.initial_state_delta(carry, k))
