@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rnnlab.experiments.results import StudyResults
 from rnnlab.experiments.runner import run_experiment
 from rnnlab.experiments.settings import build, load_trained
 from rnnlab.experiments.studies import COMPARE, EXPERIMENTS
@@ -28,25 +29,25 @@ NEEDS = {"sentiment": ["sst"], "polyphonic": ["polyphonic"], "nlu-lm": ["nlu"], 
 
 def _check_results(exp, results, exp_dir: Path, seeds: int):
     specs = exp.specs(True)
-    assert results["quick"] is True
-    got = {(r["key"], r["seed"]) for r in results["runs"]}
+    assert results.quick is True
+    got = {(r.key, r.seed) for r in results.runs}
     assert got == {(s.key, seed) for s in specs for seed in range(seeds)}, "every configuration × seed"
-    for run in results["runs"]:
-        _, model = build(run["settings"])
-        assert run["num_params"] == model.num_params(), run["key"]
+    for run in results.runs:
+        _, model = build(run.settings)
+        assert run.metrics["num_params"] == model.num_params(), run.key
         for metric in exp.metric_names:
-            if metric in run and run[metric] is not None:
-                assert math.isfinite(run[metric]), (run["key"], metric)
-    for row in results["summary"]:
+            if run.metrics.get(metric) is not None:
+                assert math.isfinite(run.metrics[metric]), (run.key, metric)
+    for row in results.summary:
         assert row["seeds"] == seeds
         assert any(k.endswith("_mean") for k in row), row["key"]
     saved = json.loads((exp_dir / "results.json").read_text())
-    assert saved["summary"] == json.loads(json.dumps(results["summary"]))
+    assert saved["summary"] == json.loads(json.dumps(results.summary))
     assert (exp_dir / "results.csv").read_text().count("\n") == len(specs) * seeds + 1
-    for fig in results["figures"]:
+    for fig in results.figures:
         assert (exp_dir / fig["path"]).stat().st_size > 1000, fig["path"]
     # every claim and every published number has its verdict row, with one of the three outcomes
-    verdicts = results["verdicts"]
+    verdicts = results.verdicts
     assert [v["claim"] for v in verdicts if v["kind"] == "claim"] == [c.text for c in exp.claims]
     assert len([v for v in verdicts if v["kind"] == "published"]) == len(exp.published)
     allowed = ("reproduced", "not reproduced", "not significant with", "shown only", "not run (quick mode)",
@@ -55,13 +56,13 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
     html_path, md_path = write_report(results, exp_dir)
     page = html_path.read_text()
     strips = (exp_dir / "claims.png").is_file()     # the per-seed dots behind the claims, when any was tested
-    assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results["figures"]) + strips
+    assert "Quick mode" in page and page.count("data:image/png;base64,") == len(results.figures) + strips
     markdown = md_path.read_text()
     assert "Quick mode" in markdown
     if verdicts:   # the verdicts lead the report, before the tables
         assert page.index("id='verdicts'") < page.index("<h2>Results</h2>")
         assert markdown.index("## Verdicts") < markdown.index("## Results")
-    assert all(f["caption"] for f in results["figures"]), "every figure says what to see in it"
+    assert all(f["caption"] for f in results.figures), "every figure says what to see in it"
 
 
 @pytest.mark.slow
@@ -126,7 +127,7 @@ def test_jobs_stored_before_a_setting_existed_are_kept_and_load(tmp_path):
     stamp = (job / "result.json").stat().st_mtime_ns
     again = run_experiment(exp, tmp_path, seeds=1, workers=1, progress=False)
     assert (job / "result.json").stat().st_mtime_ns == stamp
-    assert [r["test_loss"] for r in again["runs"]] == [r["test_loss"] for r in first["runs"]]
+    assert [r.metrics["test_loss"] for r in again.runs] == [r.metrics["test_loss"] for r in first.runs]
     trained = load_trained(job / CHECKPOINT)
     assert trained.settings["forget_bias"] == 1.0
     assert all(np.array_equal(trained.model.params[k], arrays[f"best/{k}"]) for k in trained.model.params)
@@ -142,10 +143,10 @@ def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
     together = run_experiment(exp, tmp_path / "replicas", seeds=2, workers=2, quick=True, progress=False,
                               replicas=True)
     _check_results(exp, together, tmp_path / "replicas" / "mean-sign", seeds=2)
-    for a, b in zip(plain["runs"], together["runs"]):
-        assert (a["key"], a["seed"]) == (b["key"], b["seed"])
+    for a, b in zip(plain.runs, together.runs):
+        assert (a.key, a.seed) == (b.key, b.seed)
         for metric in ("test_loss", "test_accuracy", "train_loss"):
-            assert b[metric] == pytest.approx(a[metric], rel=2e-3, abs=2e-3), metric
+            assert b.metrics[metric] == pytest.approx(a.metrics[metric], rel=2e-3, abs=2e-3), metric
     job = json.loads((tmp_path / "replicas" / "mean-sign" / "jobs" / "rnn-64x2-s1" / "result.json").read_text())
     assert job["replicas"] == 2
 
@@ -177,7 +178,7 @@ def _compare_quick(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_compare_quick_through_the_entry_point(tmp_path):
     report = _compare_quick(tmp_path)
-    results = json.loads((report.parent / "results.json").read_text())
+    results = StudyResults.load(report.parent / "results.json")
     _check_results(COMPARE, results, report.parent, seeds=2)
 
 
@@ -192,7 +193,7 @@ def _chromium() -> str | None:
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 def test_report_renders_in_a_real_browser(tmp_path):
     report = _compare_quick(tmp_path)
-    results = json.loads((report.parent / "results.json").read_text())
+    results = StudyResults.load(report.parent / "results.json")
     proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                            "--no-first-run", "--disable-background-networking", "--disable-component-update",
                            "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
@@ -201,8 +202,8 @@ def test_report_renders_in_a_real_browser(tmp_path):
     assert "<table" in dom and "embedded-reber-gru-10" in dom, proc.stderr[-2000:]
     verdicts = dom[dom.index('id="verdicts"'):dom.index("<h2>Results</h2>")]
     assert "Claims, tested over seeds" in verdicts and "Published numbers against ours" in verdicts
-    assert verdicts.count("<tr>") >= len(results["verdicts"]) + 2
-    expected = len(results["figures"]) + 1      # and the strip of per-seed dots behind the claims
+    assert verdicts.count("<tr>") >= len(results.verdicts) + 2
+    expected = len(results.figures) + 1      # and the strip of per-seed dots behind the claims
     assert expected >= 6 and (report.parent / "claims.png").is_file()
     assert re.search(rf'data-images="{expected}"', dom), "the browser did not see every image"
     assert re.search(rf'data-images-decoded="{expected}"', dom), "the browser could not decode every image"
@@ -333,8 +334,9 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
     monkeypatch.setattr(rnnlab.train, "fit", count_epochs)
     resumed = run_experiment(study, tmp_path / "cut", seeds=1, workers=1, progress=False)
     assert epochs_trained == [2, 1, 2]          # the RNN from its checkpoint on; the GRU had not started
-    for a, b in zip(whole["runs"], resumed["runs"]):
-        assert a["key"] == b["key"] and a["test_loss"] == b["test_loss"] and a["dev_loss"] == b["dev_loss"]
+    for a, b in zip(whole.runs, resumed.runs):
+        assert a.key == b.key and a.metrics["test_loss"] == b.metrics["test_loss"] \
+            and a.metrics["dev_loss"] == b.metrics["dev_loss"]
     assert len((job / "metrics.csv").read_text().splitlines()) == 1 + 2      # header and both epochs, once each
     # a checkpoint left by other settings is not resumed: the job starts over
     changed = dataclasses.replace(study, specs=lambda quick: [dataclasses.replace(
@@ -342,7 +344,7 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
     (job / "result.json").unlink()
     monkeypatch.setattr(rnnlab.train, "fit", fit)
     again = run_experiment(changed, tmp_path / "cut", seeds=1, workers=1, progress=False)
-    assert {r["num_params"] for r in again["runs"]} != {r["num_params"] for r in whole["runs"]}
+    assert {r.metrics["num_params"] for r in again.runs} != {r.metrics["num_params"] for r in whole.runs}
 
 
 def test_tuned_runs_train_on_seeds_the_search_never_trained(tmp_path, monkeypatch):
@@ -355,13 +357,13 @@ def test_tuned_runs_train_on_seeds_the_search_never_trained(tmp_path, monkeypatc
 
     monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
     assert main(["reproduce", "tiny", "--tune", "--seeds", "2", "--workers", "1", "--out", str(tmp_path)]) == 0
-    tuned = json.loads((tmp_path / "tiny-tuned" / "results.json").read_text())
-    assert sorted({r["seed"] for r in tuned["runs"]}) == [TUNED_FIRST_SEED, TUNED_FIRST_SEED + 1]
+    tuned = StudyResults.load(tmp_path / "tiny-tuned" / "results.json")
+    assert sorted({r.seed for r in tuned.runs}) == [TUNED_FIRST_SEED, TUNED_FIRST_SEED + 1]
     searched = set()
     for path in (tmp_path / "tiny-tuned" / "search").glob("*/trials.csv"):
         with open(path, newline="") as f:
             searched |= {int(row["seed"]) for row in csv_module.DictReader(f)}
-    assert searched == {0, 1} and not searched & {r["seed"] for r in tuned["runs"]}
+    assert searched == {0, 1} and not searched & {r.seed for r in tuned.runs}
     assert (tmp_path / "tiny-tuned" / "jobs" / f"gru-s{TUNED_FIRST_SEED}" / "result.json").is_file()
 
 
@@ -402,7 +404,7 @@ def test_loss_averaging_weighs_steps_or_sequences_and_matches_the_stored_test_lo
     exp = dataclasses.replace(_tiny_study(), name="lengths", specs=specs, claims=[], published={}, reasons={},
                               metric_names=["test_loss"], analyses=[LossAveraging("test")], search="")
     results = run_experiment(exp, tmp_path, seeds=2, workers=1, progress=False)
-    ctx = Context(tmp_path / "lengths", exp.specs(False), results["runs"], quick=False)
+    ctx = Context(tmp_path / "lengths", exp.specs(False), results.runs, quick=False)
     task, model = ctx.load("rnn", 1)
     test = task.splits["test"]
     sums, counts = sequence_losses(model, test)
@@ -412,11 +414,11 @@ def test_loss_averaging_weighs_steps_or_sequences_and_matches_the_stored_test_lo
     with open(tmp_path / "lengths" / "analysis" / "test_loss_averaging.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["seed"]) for r in rows] == [0, 1]
-    stored = {run["seed"]: run["test_loss"] for run in results["runs"]}
+    stored = {run.seed: run.metrics["test_loss"] for run in results.runs}
     for row in rows:
         assert float(row["over_steps"]) == pytest.approx(stored[int(row["seed"])], rel=1e-6)
     assert float(rows[1]["over_sequences"]) == pytest.approx(np.mean(sums / counts), rel=1e-9)
-    assert any(n.startswith("Test loss averaged over all steps → per sequence first (2 runs") for n in results["notes"])
+    assert any(n.startswith("Test loss averaged over all steps → per sequence first (2 runs") for n in results.notes)
 
 
 def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel_streams(tmp_path, monkeypatch):
@@ -444,20 +446,20 @@ def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel
     results = run_experiment(exp, tmp_path, seeds=2, workers=1, progress=False)
     with open(tmp_path / "streams" / "analysis" / "test_stream_evaluation.csv") as f:
         rows = list(csv.DictReader(f))
-    ctx = Context(tmp_path / "streams", exp.specs(False), results["runs"], quick=False)
-    for row, run in zip(rows, results["runs"], strict=True):
-        task, model = ctx.load("lstm", run["seed"])
+    ctx = Context(tmp_path / "streams", exp.specs(False), results.runs, quick=False)
+    for row, run in zip(rows, results.runs, strict=True):
+        task, model = ctx.load("lstm", run.seed)
         tokens = task.splits["test"].tokens
         stats, _ = model.evaluate(Batch(tokens[:-1, None], tokens[1:, None], None))
         assert stats.count == len(tokens) - 1
         assert float(row["one_stream"]) == pytest.approx(math.exp(stats.loss_sum / stats.count), rel=1e-5)
-        assert float(row["streams"]) == pytest.approx(run["test_perplexity"], rel=1e-6)
+        assert float(row["streams"]) == pytest.approx(run.metrics["test_perplexity"], rel=1e-6)
         assert float(row["streams"]) == pytest.approx(evaluate(model, task.splits["test"], 4)["eval_perplexity"],
                                                       rel=1e-6)     # the stored figure is the 4-stream reading
         # 4 parallel streams score 236 of the 239 predictions, and start 4 times from a zero state
         assert float(row["streams"]) != pytest.approx(float(row["one_stream"]), rel=1e-6)
-        assert row["best_is_last"] == str(run["best_epoch"] == 2)
-    assert any("as one stream" in n and "of 2 runs" in n for n in results["notes"])
+        assert row["best_is_last"] == str(run.metrics["best_epoch"] == 2)
+    assert any("as one stream" in n and "of 2 runs" in n for n in results.notes)
 
 
 def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_claims(tmp_path):
@@ -480,19 +482,20 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
                               analyses=[GradientDistribution({"rnn": "rnn", "gru": "gru"}, examples=6),
                                         GradientFlow({"gru": "gru"}, examples=4)])
     results = run_experiment(exp, tmp_path, seeds=3, workers=1, progress=False)
-    ctx = Context(tmp_path / "grads", exp.specs(False), results["runs"], quick=False)
-    for run in results["runs"]:
-        task, model = ctx.load(run["key"], run["seed"])
+    ctx = Context(tmp_path / "grads", exp.specs(False), results.runs, quick=False)
+    for run in results.runs:
+        task, model = ctx.load(run.key, run.seed)
         expected = gradient_distribution(model, task.splits["train"], 6)["summary"]["q50"]
-        assert run["gradient_median"] == pytest.approx(expected, rel=1e-12)
-        if run["key"] == "gru":     # GradientFlow's metric, only for the models it was given
+        assert run.metrics["gradient_median"] == pytest.approx(expected, rel=1e-12)
+        if run.key == "gru":     # GradientFlow's metric, only for the models it was given
             depth = bptt_depth(model, first_batch(task.splits["test"], 4), 10)
-            assert run["step10_gradient_share"] == pytest.approx(depth["increment"][-1] / depth["full"], rel=1e-12)
+            assert run.metrics["step10_gradient_share"] == pytest.approx(depth["increment"][-1] / depth["full"],
+                                                                         rel=1e-12)
         else:
-            assert "step10_gradient_share" not in run
-    assert len({run["gradient_median"] for run in results["runs"]}) == 6
-    assert all(row["gradient_median_n"] == 3 for row in results["summary"])
-    (verdict,) = results["verdicts"]
+            assert "step10_gradient_share" not in run.metrics
+    assert len({run.metrics["gradient_median"] for run in results.runs}) == 6
+    assert all(row["gradient_median_n"] == 3 for row in results.summary)
+    (verdict,) = results.verdicts
     assert verdict["claim"] == claim.text and "(3 seeds)" in verdict["evidence"] and verdict["p_value"] is not None
     with open(tmp_path / "grads" / "results.csv") as f:
         assert all(float(row["gradient_median"]) > 0 for row in csv.DictReader(f))
@@ -525,14 +528,14 @@ def test_a_sequential_plan_adds_seeds_only_where_a_claim_is_undecided(tmp_path):
                 Claim("gru beats frozen", "gru", "frozen", "test_accuracy")],
         sequential=SequentialPlan(looks=(2, 3)))
     results = run_experiment(exp, tmp_path, seeds=None, workers=1, progress=False)
-    absent, other = results["verdicts"]
+    absent, other = results.verdicts
     assert absent["verdict"] == "not reproduced" and absent["look"] == 1 and absent["seeds"] == 2
     assert "smallest effect of interest 10" in absent["reason"]
-    assert results["seeds_by_key"]["rnn-big"] == 2          # decided at the first look: no more seeds
+    assert results.seeds_by_key["rnn-big"] == 2          # decided at the first look: no more seeds
     if other["look"] == 2:
-        assert results["seeds_by_key"]["gru"] == results["seeds_by_key"]["frozen"] == 3 and other["seeds"] == 3
-    assert all(v["level"] == pytest.approx(0.025) for v in results["verdicts"])
-    for v in results["verdicts"]:
+        assert results.seeds_by_key["gru"] == results.seeds_by_key["frozen"] == 3 and other["seeds"] == 3
+    assert all(v["level"] == pytest.approx(0.025) for v in results.verdicts)
+    for v in results.verdicts:
         assert {"p_value", "p_adjusted", "test", "prob_superiority", "seeds"} <= set(v)
     saved = json.loads((tmp_path / "seq" / "results.json").read_text())
     assert saved["sequential"] == {"looks": [2, 3], "alpha": 0.05, "level": 0.025}
@@ -554,7 +557,7 @@ def test_the_analyses_of_a_study_run_build_each_data_set_and_trained_model_once(
         return real(name, seed=seed, **options)
 
     monkeypatch.setattr(settings_module, "get_task", counting)
-    ctx = Context(tmp_path / "tiny", study.specs(False), results["runs"], False)
+    ctx = Context(tmp_path / "tiny", study.specs(False), results.runs, False)
     first = [(task, model) for _, _, task, model in trained_runs(ctx)]
     again = [(task, model) for _, _, task, model in trained_runs(ctx)]
     task, models = load_models(ctx, {"a": "rnn", "b": "gru"})

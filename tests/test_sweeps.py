@@ -23,6 +23,7 @@ from scipy import stats
 
 from helpers import TINY_SWEEP as TINY
 from rnnlab.cli import build_parser, main, settings_from_args
+from rnnlab.experiments.results import StudyResults
 from rnnlab.experiments.sweeps import load_sweep, parse_sweep, quick_version, run_sweep, write_trials_csv
 
 
@@ -288,17 +289,17 @@ def test_reproduce_tune_runs_the_search_then_trains_the_best(tmp_path):
     except (DataMissing, ValueError) as err:
         pytest.skip(f"the polyphonic data is not on this machine ({err})")
     assert main(["reproduce", "polyphonic", "--tune", "--quick", "--seeds", "2", "--out", str(tmp_path)]) == 0
-    results = json.loads((tmp_path / "polyphonic-tuned" / "results.json").read_text())
+    results = StudyResults.load(tmp_path / "polyphonic-tuned" / "results.json")
     searches = sorted(p.name for p in (tmp_path / "polyphonic-tuned" / "search").iterdir())
     assert searches == sorted(s.key for s in exp.specs(True))
-    for spec in results["configurations"]:
+    for spec in results.configurations:
         rows = _rows(tmp_path / "polyphonic-tuned" / "search" / spec["key"] / "trials.csv")
         ok = [r for r in rows if r["status"] == "ok"]
         best = min(ok, key=lambda r: float(r["dev_loss"]))
         assert spec["settings"]["lr"] == pytest.approx(float(best["lr"]))    # the tuned run uses the search's best
         assert math.exp(-12) <= spec["settings"]["lr"] <= math.exp(-6)
-    assert any("Tuned: lr of each configuration" in n for n in results["notes"])
-    assert results["verdicts"]
+    assert any("Tuned: lr of each configuration" in n for n in results.notes)
+    assert results.verdicts
 
 
 def test_a_linked_axis_sets_a_cell_with_its_own_size():

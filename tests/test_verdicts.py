@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rnnlab.experiments.results import Run
 from rnnlab.experiments.runner import Experiment
 from rnnlab.experiments.statistics import compare_means
 from rnnlab.experiments.studies import EXPERIMENTS
@@ -33,7 +34,7 @@ def compare_samples(a, b, count: bool = False):
 
 
 def _runs(**values) -> list[dict]:
-    return [{"key": key, "seed": s, "m": v, "test_all_solved": v} for key, vs in values.items()
+    return [Run(key, s, {"m": v, "test_all_solved": v}) for key, vs in values.items()
             for s, v in enumerate(vs)]
 
 
@@ -139,7 +140,7 @@ def test_published_numbers_match_differ_or_are_inconclusive_against_their_tolera
     near = judge_published("a", "m", Published(0.95, 0.001, "x"), runs)
     assert near.verdict == "differs: ours lower by 0.02"
     assert judge_published("a", "m", "a sentence", runs).verdict == "shown only"
-    accuracy = [{"key": "a", "seed": s, "test_accuracy": v} for s, v in enumerate([0.93, 0.931, 0.929, 0.93])]
+    accuracy = [Run("a", s, {"test_accuracy": v}) for s, v in enumerate([0.93, 0.931, 0.929, 0.93])]
     matched = judge_published("a", "test_accuracy", 0.932, accuracy)     # an accuracy: ± one point
     assert matched.verdict == "matches (within ±0.01)" and matched.tolerance == 0.01
     assert matched.prediction_low < 0.93 < matched.prediction_high
@@ -224,8 +225,8 @@ def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
 
 def test_a_range_open_at_one_end_is_at_most_or_at_least():
     """S5's "orders of magnitude smaller" as log10 ≤ −2: our interval must lie inside the open range."""
-    deep = [{"key": "a", "seed": s, "first_step_gradient_log10": v} for s, v in enumerate([-3.1, -2.9, -3.3, -2.8])]
-    shallow = [{"key": "a", "seed": s, "first_step_gradient_log10": v} for s, v in enumerate([-1.1, -0.9, -1.0, -1.2])]
+    deep = [Run("a", s, {"first_step_gradient_log10": v}) for s, v in enumerate([-3.1, -2.9, -3.3, -2.8])]
+    shallow = [Run("a", s, {"first_step_gradient_log10": v}) for s, v in enumerate([-1.1, -0.9, -1.0, -1.2])]
     metric = "first_step_gradient_log10"     # tolerance: half an order of magnitude
     at_most = judge_published("a", metric, (None, -2.0), deep)
     assert at_most.verdict == "matches (within ±0.5)"
@@ -259,8 +260,8 @@ def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_
     """A sequential plan's look judges the first n seeds in seed order, also for a tuned study (seeds 1000…)."""
     from rnnlab.experiments.verdicts import values_of
 
-    runs = [{"key": "a", "seed": 1000 + s, "m": float(s)} for s in (4, 0, 3, 1, 2)]
+    runs = [Run("a", 1000 + s, {"m": float(s)}) for s in (4, 0, 3, 1, 2)]
     assert list(values_of(runs, "a", "m", seeds=3)) == [0.0, 1.0, 2.0]
     assert len(values_of(runs, "a", "m")) == 5
-    assert judge_claim(CLAIM, runs + [{"key": "b", "seed": 1000 + s, "m": 9.0 + s} for s in range(5)],
+    assert judge_claim(CLAIM, runs + [Run("b", 1000 + s, {"m": 9.0 + s}) for s in range(5)],
                        seeds=3).seeds == 3

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
-import json
 import math
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
+from rnnlab.experiments.results import Run, StudyResults
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
@@ -92,14 +93,14 @@ def _prediction(v: dict[str, Any]) -> str:
     return "–" if v.get("prediction_low") is None else f"[{_fmt(v['prediction_low'])}, {_fmt(v['prediction_high'])}]"
 
 
-def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for the claims and for the published numbers, verdict first."""
     out = []
     claims = [[v["verdict"], v["claim"], v["evidence"], "–" if v["difference"] is None else
                _fmt(v["difference"]) + _interval(v["low"], v["high"]), v["test"], _p(v["p_value"]),
                _p(v.get("p_adjusted")), _p(v.get("p_exact")),
                "–" if v.get("prob_superiority") is None else f"{v['prob_superiority']:.2f}", _power(v)]
-              for v in results.get("verdicts", []) if v["kind"] == "claim"]
+              for v in results.verdicts if v["kind"] == "claim"]
     if claims:
         out.append(("Claims, tested over seeds",
                     ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p", "p (Holm)",
@@ -108,7 +109,7 @@ def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[l
                   _fmt(v["difference"]) + _interval(v["low"], v["high"]),
                   "–" if v.get("tolerance") is None else f"±{v['tolerance']:.3g} ({v.get('tolerance_why', '')})",
                   _prediction(v), v["test"], _p(v.get("p_adjusted")), v.get("reason", "")]
-                 for v in results.get("verdicts", []) if v["kind"] == "published"]
+                 for v in results.verdicts if v["kind"] == "published"]
     if published:
         out.append(("Published numbers against ours",
                     ["verdict", "published", "ours", "ours − published [95% CI]", "tolerance",
@@ -116,9 +117,8 @@ def verdict_tables(results: dict[str, Any]) -> list[tuple[str, list[str], list[l
     return out
 
 
-def power_sentence(results: dict[str, Any]) -> str:
-    """The smallest difference the page's seeds detect, in standard deviations (Welch's test, 80% power)."""
-    n = results["seeds"]
+def power_sentence(n: int) -> str:
+    """The smallest difference ``n`` seeds a side detect, in standard deviations (Welch's test, 80% power)."""
     if n < 2:
         return "One seed per configuration: no difference can be tested."
     return (f"With {n} seeds a side, a difference must be about {detectable_difference(n, n):.1f} standard deviations "
@@ -127,61 +127,61 @@ def power_sentence(results: dict[str, Any]) -> str:
             f"spread would need.")
 
 
-def results_table(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    metrics = results["metrics"]
+def results_table(results: StudyResults) -> tuple[list[str], list[list[str]]]:
+    metrics = results.metrics
     header = ["configuration", "parameters", "seeds"] + [metric_label(m) for m in metrics]
     rows = [[row["key"], str(row["num_params"]), str(row["seeds"])] + [_cell(row, m) for m in metrics]
-            for row in results["summary"]]
+            for row in results.summary]
     return header, rows
 
 
-def _settings_lines(results: dict[str, Any]) -> list[str]:
+def _settings_lines(results: StudyResults) -> list[str]:
     lines = []
-    for c in results["configurations"]:
+    for c in results.configurations:
         extra = ", ".join(f"{k}={v}" for k, v in {**c["settings"], **c["task_options"]}.items())
         lines.append(f"{c['key']}: task {c['task']}" + (f"; {extra}" if extra else ""))
     return lines
 
 
-def _seeds_sentence(results: dict[str, Any]) -> str:
-    counts = sorted(set((results.get("seeds_by_key") or {}).values()))
+def _seeds_sentence(results: StudyResults) -> str:
+    counts = sorted(set(results.seeds_by_key.values()))
     if len(counts) > 1:
         spread = (f"Seeds per configuration were chosen by the sequential plan: {counts[0]} to {counts[-1]} (the "
                   "results table gives each); values are mean ± standard deviation over seeds.")
-    elif results["seeds"] == 1:
+    elif results.seeds == 1:
         spread = "Each configuration was trained with 1 seed: a single run, so the ± 0 below is no spread."
     else:
-        spread = (f"Each configuration was trained with {results['seeds']} seeds; values are mean ± standard deviation "
+        spread = (f"Each configuration was trained with {results.seeds} seeds; values are mean ± standard deviation "
                   "over seeds.")
-    return f"{spread} Time of this call {results['seconds']:.0f} s (jobs already done are not retrained)."
+    return f"{spread} Time of this call {results.seconds:.0f} s (jobs already done are not retrained)."
 
 
-def study_page(results: dict[str, Any], exp_dir: Path) -> Page:
+def study_page(results: StudyResults, exp_dir: Path) -> Page:
     """A study run's report as one page: the verdicts first, then the results, notes, figures, settings."""
-    blocks: list[Block] = [Paragraph(f"Study: {results['study']}. {results['about']}", "about", ON_PAGES)]
-    if results["quick"]:
+    blocks: list[Block] = [Paragraph(f"Study: {results.study}. {results.about}", "about", ON_PAGES)]
+    if results.quick:
         blocks.append(Paragraph("**Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers "
                                 "check that the pipeline works; they are not the study's results.", "warning"))
     blocks.append(Paragraph(_seeds_sentence(results)))
     verdicts = verdict_tables(results)
     if verdicts:
         blocks += [Heading("Verdicts", anchor="verdicts"), Paragraph(VERDICT_LEGEND, show=ON_PAGES),
-                   Paragraph(power_sentence(results))]
+                   Paragraph(power_sentence(results.seeds))]
         for title, header, rows in verdicts:
             blocks += [Heading(title, 3), Table(header, rows, "verdicts", title)]
         if (exp_dir / CLAIMS_FIGURE).is_file():
             blocks.append(Figure(CLAIMS_FIGURE, "the runs behind each claim", CLAIMS_CAPTION, heading=False))
     blocks += [Heading("Results"), Table(*results_table(results))]
-    if results["notes"]:
-        blocks += [Heading("Notes"), Items(results["notes"])]
-    if results["figures"]:
+    if results.notes:
+        blocks += [Heading("Notes"), Items(results.notes)]
+    if results.figures:
         blocks.append(Heading("Figures"))
-        blocks += [Figure(f["path"], f["title"], f["caption"]) for f in results["figures"]]
+        blocks += [Figure(f["path"], f["title"], f["caption"]) for f in results.figures]
     blocks += [Heading("Settings"), Items(_settings_lines(results), code=True)]
-    return Page(results["title"], blocks)
+    return Page(results.title, blocks)
 
 
-def write_markdown(results: dict[str, Any], exp_dir: Path) -> Path:
+def write_markdown(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.md"
     path.write_text(markdown(study_page(results, exp_dir)))
     return path
@@ -199,13 +199,13 @@ VERDICT_LEGEND = (
     "with N seeds: neither. A published figure is usually one run: the 95% prediction interval says where one of our "
     "runs would fall.")
 
-def write_html(results: dict[str, Any], exp_dir: Path) -> Path:
+def write_html(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.html"
     path.write_text(html_page(study_page(results, exp_dir), exp_dir))
     return path
 
 
-def summary_text(results: dict[str, Any]) -> str:
+def summary_text(results: StudyResults) -> str:
     """What a terminal shows after a run: title, seeds, the verdicts, the results table, notes."""
     return terminal_text(study_page(results, Path(".")))
 
@@ -223,9 +223,9 @@ def claims_figure(verdicts: list[dict[str, Any]], path: Path) -> Path | None:
     return plot_claim_strips(rows, path) if rows else None
 
 
-def write_report(results: dict[str, Any], exp_dir: str | Path) -> tuple[Path, Path]:
+def write_report(results: StudyResults, exp_dir: str | Path) -> tuple[Path, Path]:
     exp_dir = Path(exp_dir)
-    claims_figure(results.get("verdicts", []), exp_dir / CLAIMS_FIGURE)
+    claims_figure(results.verdicts, exp_dir / CLAIMS_FIGURE)
     return write_html(results, exp_dir), write_markdown(results, exp_dir)
 
 
@@ -470,35 +470,49 @@ def _wall_time(calls: list[dict[str, Any]]) -> str:
             f"{'s' if len(training) != 1 else ''}, {runs} runs)")
 
 
-def _last_training_call(results: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class Variant:
+    """One column of a published page: the verdicts and runs at the study's setting, or tuned; with
+    the stored results and calls they came from when published from a run (republished: from runs.csv)."""
+
+    verdicts: list[dict[str, Any]]
+    seeds: int
+    runs: list[Run]
+    results: StudyResults | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _last_training_call(variant: Variant) -> dict[str, Any]:
     """The last call that trained (a later call may only have re-read the stored runs), else the results'."""
-    trained = [c for c in results.get("calls", []) if c.get("trained_now")]
-    return trained[-1] if trained else results
+    trained = [c for c in variant.calls if c.get("trained_now")]
+    results = variant.results
+    return trained[-1] if trained else {"command": results.command, "date": results.date} if results else {}
 
 
-def _compute_rows(variants: dict[str, dict[str, Any]], search: tuple[float, int] | None) -> list[list[str]]:
+def _compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
     order = list(variants)
     calls = {k: _last_training_call(variants[k]) for k in order}
+    results = {k: variants[k].results for k in order}
     rows = [["command that trained", *[f"`{calls[k].get('command') or '–'}`" for k in order]],
-            ["measured", *[f"{calls[k].get('date', '–')}, rnnlab {variants[k].get('version', '?')}, "
-                           f"{variants[k].get('cores', '?')} cores" for k in order]],
-            ["seeds per configuration", *[str(variants[k]["seeds"]) for k in order]],
-            ["runs", *[str(len(variants[k]["runs"])) for k in order]],
-            ["training time, summed over runs", *[f"{variants[k].get('compute_seconds', 0.0) / 60:.1f} min"
+            ["measured", *[f"{calls[k].get('date', '–')}, rnnlab {results[k].version if results[k] else '?'}, "
+                           f"{results[k].cores if results[k] else '?'} cores" for k in order]],
+            ["seeds per configuration", *[str(variants[k].seeds) for k in order]],
+            ["runs", *[str(len(variants[k].runs)) for k in order]],
+            ["training time, summed over runs", *[f"{(results[k].compute_seconds if results[k] else 0.0) / 60:.1f} min"
                                                   for k in order]],
-            ["wall time of the calls that trained", *[_wall_time(variants[k].get("calls", [])) for k in order]]]
+            ["wall time of the calls that trained", *[_wall_time(variants[k].calls) for k in order]]]
     if search is not None:
         rows.append(["search before training, summed over trials",
                      *[f"{search[0] / 60:.1f} min ({search[1]} trials)" if k == TUNED else "–" for k in order]])
     return rows
 
 
-def _side_by_side(variants: dict[str, dict[str, Any]], kind: str) -> list[list[str]]:
+def _side_by_side(variants: dict[str, Variant], kind: str) -> list[list[str]]:
     """Rows of one kind of verdict (claims or published numbers), one column per variant."""
     texts: list[str] = []
     found: dict[tuple[str, str], dict] = {}
-    for name, results in variants.items():
-        for v in results.get("verdicts", []):
+    for name, variant in variants.items():
+        for v in variant.verdicts:
             if v["kind"] == kind:
                 texts += [v["claim"]] if v["claim"] not in texts else []
                 found[(v["claim"], name)] = v
@@ -513,45 +527,45 @@ def _side_by_side(variants: dict[str, dict[str, Any]], kind: str) -> list[list[s
     return rows
 
 
-def _in_short(variants: dict[str, dict[str, Any]]) -> list[str]:
+def _in_short(variants: dict[str, Variant]) -> list[str]:
     """One line per claim or published number: its verdict in each variant (text-only numbers left out)."""
     lines: dict[str, list[str]] = {}
-    for name, results in variants.items():
-        for v in results.get("verdicts", []):
+    for name, variant in variants.items():
+        for v in variant.verdicts:
             if v["verdict"] != "shown only":
                 lines.setdefault(v["claim"], []).append(f"{name}: **{v['verdict']}** ({v['evidence']})")
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
-def _in_short_block(variants: dict[str, dict[str, Any]]) -> list[str]:
+def _in_short_block(variants: dict[str, Variant]) -> list[str]:
     in_short = _in_short(variants)
     return ["**In short**", ""] + [f"- {line}" for line in in_short] + [""] if in_short else []
 
 
-def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir: Path) -> list[str]:
+def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) -> list[str]:
     """The page's '## Verdicts' section: the legend, what the seeds can detect, the claims and published
     numbers side by side, and each variant's strip of per-seed dots (written into ``figures_dir``)."""
     claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
     if not claims and not published:
         return []
     parts = ["## Verdicts", "", VERDICT_LEGEND, ""]
-    tuned = variants.get(TUNED, {})
-    first = min((r["seed"] for r in tuned.get("runs", [])), default=TUNED_FIRST_SEED)
+    first = min((r.seed for r in variants[TUNED].runs), default=TUNED_FIRST_SEED) if TUNED in variants \
+        else TUNED_FIRST_SEED
     if first < TUNED_FIRST_SEED:
         parts += [f"The tuned runs on this page predate the rule that tuned runs train on seeds the search never "
                   f"trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as the search did, and its "
                   "searched settings were selected on one seed or two, so 'tuned' may flatter the configuration "
                   "that won the search. `rnnlab reproduce NAME --tune --publish` replaces them.", ""]
-    sentences = {label: power_sentence(results) for label, results in variants.items()}
+    sentences = {label: power_sentence(variant.seeds) for label, variant in variants.items()}
     if len(set(sentences.values())) == 1:
         parts += [next(iter(sentences.values())), ""]
     else:
         parts += [f"- {label}: {sentence}" for label, sentence in sentences.items()] + [""]
     if claims:
         parts += ["### Claims, tested over seeds", "", md_table(["claim", *variants], claims), ""]
-        for label, results in variants.items():
+        for label, variant in variants.items():
             target = figures_dir / (("tuned-" if label == TUNED else "") + CLAIMS_FIGURE)
-            if claims_figure(results.get("verdicts", []), target) is not None:
+            if claims_figure(variant.verdicts, target) is not None:
                 parts += [f"![the runs behind each claim, {label}]({name}/{target.name})", "",
                           f"{CLAIMS_CAPTION} ({label})", ""]
     if published:
@@ -560,24 +574,23 @@ def _verdicts_block(variants: dict[str, dict[str, Any]], name: str, figures_dir:
     return parts
 
 
-def stored_verdicts(exp: Any, runs: list[dict], root: str | Path = RESULTS_ROOT) -> list[dict]:
+def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) -> list[dict]:
     """The verdicts of a study from its stored per-run metrics (``NAME/runs.csv``): the claims and
     published numbers whose configurations the runs hold (a tuned run holds only those it tunes),
     with the measured reasons computed from the published results under ``root``."""
     from rnnlab.experiments.verdicts import verdict_table
 
-    keys = {run["key"] for run in runs}
+    keys = {run.key for run in runs}
     claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
     published = {k: v for k, v in exp.published.items() if k[0] in keys}
     reasons = render_reasons({k: v for k, v in exp.reasons.items() if k in published}, Path(root), exp.published)
     return verdict_table(claims, published, reasons, runs)
 
 
-def read_runs_csv(path: str | Path) -> list[dict]:
-    """A published runs.csv: one dict per run, numbers as floats (an empty cell left out)."""
+def read_runs_csv(path: str | Path) -> list[Run]:
+    """A published runs.csv: one run per row (an empty cell is no measurement)."""
     with open(path, newline="") as f:
-        return [{k: v if k in ("key", "group", "label") else float(v) for k, v in row.items() if v != ""}
-                for row in csv.DictReader(f)]
+        return [Run.from_row(row) for row in csv.DictReader(f)]
 
 
 def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
@@ -589,12 +602,12 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
 
     dest = Path(dest)
     page, exp = dest / f"{name}.md", EXPERIMENTS[name]
-    variants: dict[str, dict[str, Any]] = {}
+    variants: dict[str, Variant] = {}
     for label, file in RUNS_CSV.items():
         if (dest / name / file).is_file():
             runs = read_runs_csv(dest / name / file)
-            seeds = min(sum(r["key"] == key for r in runs) for key in {r["key"] for r in runs})
-            variants[label] = {"verdicts": stored_verdicts(exp, runs, dest), "seeds": seeds, "runs": runs}
+            seeds = min(sum(r.key == key for r in runs) for key in {r.key for r in runs})
+            variants[label] = Variant(stored_verdicts(exp, runs, dest), seeds, runs)
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     text = page.read_text()
@@ -706,25 +719,26 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
     side: the verdicts first, then what was measured, with the date, seeds, time and version."""
     out_root, dest = Path(out_root), Path(dest)
-    variants: dict[str, dict[str, Any]] = {}
+    variants: dict[str, Variant] = {}
     folders: dict[str, Path] = {}
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
         if (folder / "results.json").is_file():
-            variants[label] = json.loads((folder / "results.json").read_text())
-            variants[label]["calls"] = read_calls(folder)
+            results = StudyResults.load(folder / "results.json")
+            variants[label] = Variant(results.verdicts, results.seeds, results.runs, results, read_calls(folder))
             folders[label] = folder
     if not variants:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
-    if any(results["quick"] for results in variants.values()):
+    stored = {label: variant.results for label, variant in variants.items()}
+    if any(results.quick for results in stored.values()):
         raise ValueError(f"--publish: the stored results of {name} were made with --quick; publish full runs only")
-    first = next(iter(variants.values()))
+    first = next(iter(stored.values()))
     figures_dir = dest / name
     if figures_dir.exists():
         shutil.rmtree(figures_dir)
     figures_dir.mkdir(parents=True)
     search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
-    parts = [f"# {first['title'].removesuffix(' (tuned)')}", "", *_in_short_block(variants),
-             f"Study: {first['study']}. {first['about']}", "",
+    parts = [f"# {first.title.removesuffix(' (tuned)')}", "", *_in_short_block(variants),
+             f"Study: {first.study}. {first.about}", "",
               md_table(["", *variants], _compute_rows(variants, search)), ""]
     per_run = []
     for label, folder in folders.items():   # what a reader needs to recompute every verdict below
@@ -740,15 +754,15 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         from rnnlab.experiments.studies import EXPERIMENTS
 
         parts += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
-    common = [n for n in first["notes"] if all(n in results["notes"] for results in variants.values())]
-    for label, results in variants.items():
+    common = [n for n in first.notes if all(n in results.notes for results in stored.values())]
+    for label, results in stored.items():
         parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",
                   md_table(*results_table(results)), ""]
-        own = [n for n in results["notes"] if n not in common]   # its analyses' findings, what the search chose
+        own = [n for n in results.notes if n not in common]   # its analyses' findings, what the search chose
         parts += [f"- {n}" for n in own] + ([""] if own else [])
     if common:
         parts += ["## Notes", ""] + [f"- {n}" for n in common] + [""]
-    figures = [(label, f) for label, results in variants.items() for f in results["figures"]]
+    figures = [(label, f) for label, results in stored.items() for f in results.figures]
     if figures:
         parts += ["## Figures", ""]
     for label, f in figures:
@@ -759,7 +773,7 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
             continue    # the same plot either way (an analysis of untrained cells)
         shutil.copyfile(source, target)
         parts += [f"### {f['title']} ({label})", "", f"![{f['title']}]({name}/{target.name})", "", f["caption"], ""]
-    for label, results in variants.items():
+    for label, results in stored.items():
         parts += [f"## Settings {label}", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
     path = dest / f"{name}.md"
     path.write_text("\n".join(parts))

@@ -113,7 +113,7 @@ class GradientFlow:
         run_metrics = {}
         for spec, run, task, model in trained_runs(ctx, tuple(self.models.values())):
             batch = first_batch(task.splits["test"], examples)
-            run_metrics[(spec.key, run["seed"])] = {
+            run_metrics[(spec.key, run.seed)] = {
                 "step10_gradient_share": step_share(model, batch, 10),
                 "first_step_gradient_log10": math.log10(gradient_flow(model, batch)["relative"][-1][0])}
         return Findings([
@@ -199,7 +199,7 @@ class GradientDistribution:
         small = ", ".join(f"{n} {100 * v['fraction_below_1e-6']:.1f}%" for n, v in s.items())
         figure_seed = {key: s[name]["q50"] for name, key in self.models.items()}    # seed 0, measured above
         shown = ctx.first_seed
-        run_metrics = {(spec.key, run["seed"]): {"gradient_median": figure_seed[spec.key] if run["seed"] == shown else
+        run_metrics = {(spec.key, run.seed): {"gradient_median": figure_seed[spec.key] if run.seed == shown else
                                                  gradient_distribution(model, task.splits["train"], examples)
                                                  ["summary"]["q50"]}
                        for spec, run, task, model in trained_runs(ctx, tuple(self.models.values()))}
@@ -271,8 +271,8 @@ class HistoryAt:
 
     def __call__(self, ctx: Any) -> Findings:
         return Findings(run_metrics={
-            (run["key"], run["seed"]): {f"{self.metric}_epoch{n}": float(run["history"][n - 1][self.metric])
-                                        for n in self.epochs if len(run["history"]) >= n}
+            (run.key, run.seed): {f"{self.metric}_epoch{n}": float(run.history[n - 1][self.metric])
+                                  for n in self.epochs if len(run.history) >= n}
             for run in ctx.runs})
 
 
@@ -319,10 +319,10 @@ class LearningCurves:
             for spec in specs:
                 if group is not None and spec.group != group:
                     continue
-                runs = [r for r in ctx.runs if r["key"] == spec.key]
-                mean, low, high = seed_band([[h[self.metric] for h in r["history"]] for r in runs],
+                runs = [r for r in ctx.runs if r.key == spec.key]
+                mean, low, high = seed_band([[h[self.metric] for h in r.history] for r in runs],
                                             metric_info(self.metric).bounds)
-                x = (seed_band([list(np.cumsum([h["seconds"] for h in r["history"]])) for r in runs])[0]
+                x = (seed_band([list(np.cumsum([h["seconds"] for h in r.history])) for r in runs])[0]
                      if self.against == "seconds" else np.arange(1, len(mean) + 1))
                 curves[spec.label if group is not None or self.groups else f"{spec.label} ({spec.group})"] = (
                     x, mean, low, high)
@@ -353,20 +353,20 @@ class RobustnessMap:
     title: str = ""
 
     def __call__(self, ctx: Any) -> Findings:
-        runs = [r for r in ctx.runs if r["settings"]["task"] == self.task]
-        cells = list(dict.fromkeys(r["settings"]["cell"] for r in runs))
-        xs = sorted({r["settings"][self.setting] for r in runs})
+        runs = [r for r in ctx.runs if r.settings["task"] == self.task]
+        cells = list(dict.fromkeys(r.settings["cell"] for r in runs))
+        xs = sorted({r.settings[self.setting] for r in runs})
         curves, counts, notes = {}, {}, []
         for cell in cells:
-            by_x = [[r[self.metric] for r in runs if r["settings"]["cell"] == cell and r["settings"][self.setting] == x]
-                    for x in xs]
+            by_x = [[r.metrics[self.metric] for r in runs
+                     if r.settings["cell"] == cell and r.settings[self.setting] == x] for x in xs]
             mean = np.array([np.mean(v) for v in by_x])
             std = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in by_x])
-            name = next(r["label"] for r in runs if r["settings"]["cell"] == cell).split("-lr")[0]
+            name = next(r.label for r in runs if r.settings["cell"] == cell).split("-lr")[0]
             bounds = metric_info(self.metric).bounds or (-np.inf, np.inf)
             curves[name] = (xs, mean, np.clip(mean - std, *bounds), np.clip(mean + std, *bounds))
-            solved = [[r[self.count_metric] for r in runs if r["settings"]["cell"] == cell
-                       and r["settings"][self.setting] == x] for x in xs]
+            solved = [[r.metrics[self.count_metric] for r in runs if r.settings["cell"] == cell
+                       and r.settings[self.setting] == x] for x in xs]
             counts[name] = (xs, [np.mean(v) for v in solved])
             notes.append(f"{name}: trials solving every test string per {self.setting} " + ", ".join(
                 f"{x:g}: {int(sum(v))} of {len(v)}" for x, v in zip(xs, solved)) + ".")
@@ -399,8 +399,8 @@ class MetricAgainstSetting:
         cells = list(dict.fromkeys(s.settings["cell"] for s in ctx.specs))
         figures = []
         for metric in self.metrics:
-            curves = {cell: (xs, [np.mean([r[metric] for r in ctx.runs if r["settings"]["cell"] == cell
-                                           and r["settings"][self.setting] == x]) for x in xs]) for cell in cells}
+            curves = {cell: (xs, [np.mean([r.metrics[metric] for r in ctx.runs if r.settings["cell"] == cell
+                                           and r.settings[self.setting] == x]) for x in xs]) for cell in cells}
             name = metric.replace("_", " ")
             path = plots.plot_learning_curves(curves, out / f"{metric}_vs_{self.setting}.png", self.xlabel, name,
                                               f"{name} vs {self.xlabel}")
@@ -423,8 +423,8 @@ def trained_runs(ctx: Any, keys: tuple[str, ...] = ()) -> Iterator[tuple[Any, di
     for spec in ctx.specs:
         if keys and spec.key not in keys:
             continue
-        for run in (r for r in ctx.runs if r["key"] == spec.key):
-            task, model = ctx.load(spec.key, run["seed"])
+        for run in (r for r in ctx.runs if r.key == spec.key):
+            task, model = ctx.load(spec.key, run.seed)
             yield spec, run, task, model
 
 
@@ -452,7 +452,7 @@ class LossAveraging:
         rows = []
         for spec, run, task, model in trained_runs(ctx):
             sums, counts = sequence_losses(model, task.splits[self.split])
-            rows.append({"key": spec.key, "seed": run["seed"], "sequences": len(sums),
+            rows.append({"key": spec.key, "seed": run.seed, "sequences": len(sums),
                          "over_steps": float(sums.sum() / counts.sum()),
                          "over_sequences": float(np.mean(sums / counts))})
         if not rows:
@@ -480,9 +480,9 @@ class StreamEvaluation:
         rows = []
         for spec, run, task, model in trained_runs(ctx, self.keys):
             metric = f"{self.split}_perplexity"       # the run measured it in its parallel streams already
-            rows.append({"key": spec.key, "seed": run["seed"], "batch_size": run["settings"]["batch_size"],
-                         "streams": run[metric], "one_stream": evaluate(model, task.splits[self.split], 1)
-                         ["eval_perplexity"], "best_is_last": run["best_epoch"] == run["epochs_run"]})
+            rows.append({"key": spec.key, "seed": run.seed, "batch_size": run.settings["batch_size"],
+                         "streams": run.metrics[metric], "one_stream": evaluate(model, task.splits[self.split], 1)
+                         ["eval_perplexity"], "best_is_last": run.metrics["best_epoch"] == run.metrics["epochs_run"]})
         if not rows:
             return Findings()
         write_csv(out_dir(ctx) / f"{self.split}_stream_evaluation.csv", rows)

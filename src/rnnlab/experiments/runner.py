@@ -29,6 +29,7 @@ from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import JobStore, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
+from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults
 from rnnlab.experiments.settings import (
     complete_settings,
     default_settings,
@@ -69,7 +70,7 @@ class Context:
 
     exp_dir: Path
     specs: list[RunSpec]
-    runs: list[dict]
+    runs: list[Run]
     quick: bool
     first_seed: int = 0     # the seed the analyses' figures show (a tuned study starts past the search's)
     # what the analyses loaded, kept for the others: each data set and each trained model is built once
@@ -170,15 +171,15 @@ def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, store: Jo
             _progress(i, len(jobs), name, f"trained in {outcome['seconds']:.1f} s{together}")
 
 
-def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) -> list[dict]:
+def aggregate_seeds(specs: list[RunSpec], runs: list[Run], metrics: list[str]) -> list[dict]:
     """Per configuration: parameter count, seeds, and mean/std of every metric over seeds."""
     rows = []
     for spec in specs:
-        mine = [r for r in runs if r["key"] == spec.key]
+        mine = [r for r in runs if r.key == spec.key]
         row: dict[str, Any] = {"key": spec.key, "group": spec.group, "label": spec.label, "seeds": len(mine),
-                               "num_params": mine[0]["num_params"] if mine else None}
+                               "num_params": mine[0].metrics.get("num_params") if mine else None}
         for metric in metrics:
-            values = [r[metric] for r in mine if r.get(metric) is not None and math.isfinite(r[metric])]
+            values = [v for r in mine if (v := r.metrics.get(metric)) is not None and math.isfinite(v)]
             if values:
                 row[f"{metric}_mean"], row[f"{metric}_std"] = mean_std(values)
                 row[f"{metric}_n"] = len(values)
@@ -189,9 +190,9 @@ def aggregate_seeds(specs: list[RunSpec], runs: list[dict], metrics: list[str]) 
 def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | None = 3, workers: int | None = None,
                    quick: bool = False, force: bool = False, progress: bool = True,
                    replicas: bool = False, engine: str | None = None, command: str = "", executor: str = "local",
-                   address: str | None = None) -> dict[str, Any]:
+                   address: str | None = None) -> StudyResults:
     """Train every configuration × seed (skipping finished jobs unless ``force``), aggregate, run the
-    analyses, and write results.json / results.csv. Returns the results dict (the report's input).
+    analyses, and write results.json / results.csv. Returns the results (the report's input).
     ``seeds``: per configuration; None: the experiment's sequential plan chooses them (its first look
     for every configuration, more only for the configurations of claims still undecided), or 3 when it
     has none. ``engine``: train every configuration on this engine (default: the settings' default
@@ -221,15 +222,15 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     context.runs = runs
     found = run_steps(exp.analyses, context)
     for one in runs:
-        one.update(found.run_metrics.get((one["key"], one["seed"]), {}))
+        one.metrics.update(found.run_metrics.get((one.key, one.seed), {}))
     verdicts = _verdicts(exp, runs, plan, decided, found.notes)
-    results = {
+    results = StudyResults(**{
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": min(counts.values()), "seeds_by_key": counts, "metrics": exp.metric_names,
         "seconds": time.perf_counter() - started,
         "command": command, "date": time.strftime("%Y-%m-%d"), "version": importlib.metadata.version("rnnlab"),
         "cores": cpu_cores(), "trained_now": trained,
-        "compute_seconds": sum(r.get("seconds_total") or 0.0 for r in runs),
+        "compute_seconds": sum(r.metrics.get("seconds_total") or 0.0 for r in runs),
         "configurations": [{"key": s.key, "group": s.group, "label": s.label, "task": s.task,
                             "settings": s.settings, "task_options": s.task_options} for s in specs],
         "summary": aggregate_seeds(specs, runs, exp.metric_names),
@@ -237,12 +238,11 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
         "verdicts": verdicts,
         "sequential": None if plan is None else {"looks": list(plan.looks), "alpha": plan.alpha,
                                                  "level": plan.level},
-        "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
-        "histories": [{"key": r["key"], "seed": r["seed"], "history": r["history"]} for r in runs],
+        "runs": runs,
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
                     for f in found.figures],
         "notes": exp.notes + found.notes,
-    }
+    })
     _write_results(exp_dir, results)
     return results
 
@@ -272,7 +272,7 @@ def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan
     return trained, decided
 
 
-def _verdicts(exp: Experiment, runs: list[dict], plan: SequentialPlan | None, decided: dict[str, dict],
+def _verdicts(exp: Experiment, runs: list[Run], plan: SequentialPlan | None, decided: dict[str, dict],
               notes: list[str]) -> list[dict]:
     """The claims (as their look decided them, under a plan) and the published numbers, with the measured
     reasons as the published results word them (left out where those are not at hand)."""
@@ -284,15 +284,16 @@ def _verdicts(exp: Experiment, runs: list[dict], plan: SequentialPlan | None, de
     return claim_rows + verdict_table([], exp.published, reasons, runs)
 
 
-def _write_results(exp_dir: Path, results: dict[str, Any]) -> None:
+def _write_results(exp_dir: Path, results: StudyResults) -> None:
     """results.json, results.csv (one row per run) and the call's line in calls.jsonl."""
-    (exp_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    log_call(exp_dir, {k: results[k] for k in ("command", "date", "seconds", "trained_now")})
-    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in results["metrics"] if m != "num_params"]
+    results.save(exp_dir / "results.json")
+    log_call(exp_dir, {"command": results.command, "date": results.date, "seconds": results.seconds,
+                       "trained_now": results.trained_now})
+    columns = ["key", "group", "label", "seed", "num_params"] + [m for m in results.metrics if m != "num_params"]
     with open(exp_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(results["runs"])
+        writer.writerows(r.row() for r in results.runs)
 
 
 def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:
@@ -334,14 +335,17 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
     return len(jobs)
 
 
-def _load_runs(context: Context, counts: dict[str, int]) -> list[dict]:
+def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
+    """The finished runs of ``counts[key]`` seeds per configuration, read from their result.json."""
     runs = []
     for spec in context.specs:
         for seed in _seeds(context, counts[spec.key]):
             result = json.loads((context.job_dir(spec, seed) / "result.json").read_text())
-            metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and k not in RUN_COLUMNS}
             history = result.get("history", [])
-            metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history])) if history else None
-            runs.append({"key": spec.key, "group": spec.group, "label": spec.label, "seed": seed, **metrics,
-                         "settings": complete_settings(result["run"]["settings"]), "history": history})
+            if history:
+                metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history]))
+            runs.append(Run(spec.key, seed, metrics, spec.group, spec.label,
+                            complete_settings(result["run"]["settings"]), history))
     return runs

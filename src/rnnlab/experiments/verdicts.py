@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.experiments import statistics as st
+from rnnlab.experiments.results import Run
 from rnnlab.metrics import metric as metric_info
 
 ALPHA = st.ALPHA
@@ -107,11 +108,11 @@ class Verdict:
         return {k: v for k, v in vars(self).items() if k != "if_significant"}
 
 
-def values_of(runs: list[dict], key: str, metric: str, seeds: int | None = None) -> np.ndarray:
+def values_of(runs: list[Run], key: str, metric: str, seeds: int | None = None) -> np.ndarray:
     """One finite value per seed of configuration ``key``: of its first ``seeds`` seeds in seed order, when
     given (a sequential plan's look; a tuned study's seeds start at 1000, not 0)."""
-    mine = sorted((r for r in runs if r["key"] == key), key=lambda r: r.get("seed", 0))[:seeds]
-    out = [r[metric] for r in mine if r.get(metric) is not None]
+    mine = sorted((r for r in runs if r.key == key), key=lambda r: r.seed)[:seeds]
+    out = [v for r in mine if (v := r.metrics.get(metric)) is not None]
     return np.asarray([v for v in out if math.isfinite(v)], dtype=np.float64)
 
 
@@ -139,7 +140,7 @@ def _side(key: str, values: np.ndarray, claim: Claim) -> str:
             f"({describe(values, claim.metric)})")
 
 
-def judge_claim(claim: Claim, runs: list[dict], seeds: int | None = None, level: float = ALPHA,
+def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: float = ALPHA,
                 family: int = 1) -> Verdict:
     """One claim over the runs (the first ``seeds`` seeds), its word from the raw p at ``level``; its
     absence (below ``smallest_effect``) is tested at level / ``family`` (Bonferroni over the claims)."""
@@ -235,7 +236,7 @@ def check_published(key: str, metric: str, published: Any) -> None:
         raise ValueError(f"{where}: the range's low end {low} is above its high end {high}")
 
 
-def judge_published(key: str, metric: str, published: Any, runs: list[dict], reason: str = "",
+def judge_published(key: str, metric: str, published: Any, runs: list[Run], reason: str = "",
                     level: float = ALPHA) -> Verdict:
     """Our seeds against one published number (or range) and its tolerance; the word from the raw p."""
     check_published(key, metric, published)
@@ -307,7 +308,7 @@ def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
 
 
-def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: list[dict],
+def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: list[Run],
                   seeds: dict[str, int] | None = None, level: float = ALPHA) -> list[dict]:
     """Every claim, then every published number, judged; rows for the report and results.json. The
     claims are one family and the published numbers another: within each, Holm's adjusted p decides

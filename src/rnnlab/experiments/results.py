@@ -1,0 +1,101 @@
+"""What a study run produces, typed: each run (``Run``: its configuration key, seed, every number
+measured on it, its settings and its per-epoch history) and the study's results (``StudyResults``:
+what ``results.json`` holds), with one JSON (de)serialisation and a schema version.
+
+A reader of ``results.json`` gets a ``StudyResults`` or an error naming the file and what to do; the
+analyses, the verdicts, the report and the published pages read attributes, not string keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
+RUN_COLUMNS = ("key", "group", "label", "seed")     # a run's identity in runs.csv; every other column is a metric
+
+
+@dataclass
+class Run:
+    """One training run of a study: configuration ``key`` (``group`` and ``label`` name it in tables),
+    ``seed``, every number measured on it (final metrics, training facts such as ``num_params``, the
+    analyses' per-run metrics), its complete settings and its history (one dict per epoch)."""
+
+    key: str
+    seed: int
+    metrics: dict[str, float]
+    group: str = ""
+    label: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        """The run as one row of runs.csv: its identity, then its metrics."""
+        return {"key": self.key, "group": self.group, "label": self.label, "seed": self.seed, **self.metrics}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Run:
+        """A run from a runs.csv row (numbers as text; an empty cell is no measurement)."""
+        metrics = {k: float(v) for k, v in row.items() if k not in RUN_COLUMNS and v not in ("", None)}
+        return cls(str(row["key"]), int(float(row["seed"])), metrics, str(row.get("group") or ""),
+                   str(row.get("label") or row["key"]))
+
+
+@dataclass
+class StudyResults:
+    """A study run's results (``runs/NAME/results.json``): what was asked and when, every run, the
+    per-configuration summary, the verdicts (``verdicts.Verdict`` rows), figures and notes."""
+
+    experiment: str
+    title: str
+    study: str
+    about: str
+    quick: bool
+    seeds: int                              # the fewest seeds of any configuration
+    seeds_by_key: dict[str, int]
+    metrics: list[str]                      # the metrics the tables show
+    seconds: float                          # wall time of this call
+    command: str
+    date: str
+    version: str
+    cores: int
+    trained_now: int
+    compute_seconds: float                  # training time summed over the runs
+    configurations: list[dict[str, Any]]
+    summary: list[dict[str, Any]]           # per configuration: mean, std and n of every metric
+    published: list[dict[str, Any]]
+    verdicts: list[dict[str, Any]]
+    sequential: dict[str, Any] | None
+    runs: list[Run]
+    figures: list[dict[str, str]]
+    notes: list[str]
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, default=float)
+
+    @classmethod
+    def from_json(cls, text: str, where: str | Path = "results.json") -> StudyResults:
+        """Read results.json; one written by another schema is refused, naming the file and the fix."""
+        data = json.loads(text)
+        schema = data.get("schema", 1)
+        if schema != SCHEMA_VERSION:
+            raise ValueError(f"{where}: results of schema {schema}, this rnnlab reads schema {SCHEMA_VERSION}; rerun "
+                             f"`rnnlab reproduce {data.get('experiment', 'NAME')}` (add --tune for a tuned study): "
+                             "its finished runs are kept and only the results are rewritten")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        data["runs"] = [Run(**run) for run in data["runs"]]
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> StudyResults:
+        return cls.from_json(Path(path).read_text(), path)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
