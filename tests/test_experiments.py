@@ -564,3 +564,20 @@ def test_the_analyses_of_a_study_run_build_each_data_set_and_trained_model_once(
     assert len(first) == 4 and all(a[1] is b[1] for a, b in zip(first, again))     # each model once
     assert sorted(built) == [("mean-sign", 0), ("mean-sign", 1)]    # each seed's data once, shared by both cells
     assert models["a"] is first[0][1] and task is first[0][0]
+
+
+def test_results_json_round_trips_and_an_older_schema_is_refused_naming_the_file(tmp_path):
+    from rnnlab.experiments.results import SCHEMA_VERSION, Run
+
+    results = run_experiment(_tiny_study(), tmp_path, seeds=2, workers=1, progress=False)
+    path = tmp_path / "tiny" / "results.json"
+    again = StudyResults.load(path)
+    assert again == results and again.schema == SCHEMA_VERSION
+    assert all(isinstance(r, Run) and r.history and "test_loss" in r.metrics for r in again.runs)
+    old = json.loads(path.read_text())
+    del old["schema"]
+    path.write_text(json.dumps(old))
+    with pytest.raises(ValueError, match=r"results.json: results of schema 1.*rerun `rnnlab reproduce tiny`"):
+        StudyResults.load(path)
+    assert Run.from_row({"key": "gru", "group": "", "label": "gru", "seed": "3", "test_loss": "0.5", "x": ""}) == \
+        Run("gru", 3, {"test_loss": 0.5}, "", "gru")
