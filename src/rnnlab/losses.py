@@ -18,9 +18,11 @@ a divisor ``per`` is given (S4 sums a sentence's tokens and divides by the numbe
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from rnnlab.common import sigmoid
 
@@ -47,6 +49,48 @@ def softmax_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     loss = -_mean((w * picked).sum(), w, xp, per)
     dlogits = (xp.exp(log_p) - one_hot(targets, logits.shape[-1], logits.dtype, xp)) * _per_position_scale(w, per)
     return loss, dlogits
+
+
+# fast math without assuming finite values, and NaN or Inf as NumPy gives them: the trainer names a diverged run
+@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy")
+def _softmax_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma: no cover - compiled
+    """One pass per row: the max and argmax, the log-sum-exp, the weighted −log p[target] (summed in
+    float64), the gradient (softmax − one-hot) · scale, and the weighted count of argmax hits."""
+    total, correct = 0.0, 0.0
+    for i in range(logits.shape[0]):
+        top, arg = logits[i, 0], 0
+        for j in range(1, logits.shape[1]):
+            if logits[i, j] > top:
+                top, arg = logits[i, j], j
+        s = 0.0
+        for j in range(logits.shape[1]):   # each exponential once: kept in dlogits, then normalised
+            e = math.exp(logits[i, j] - top)
+            dlogits[i, j] = e
+            s += e
+        t = targets[i]
+        total += w[i] * (math.log(s) - (logits[i, t] - top))
+        if arg == t:
+            correct += w[i]
+        factor = scale[i] / s
+        for j in range(logits.shape[1]):
+            dlogits[i, j] *= factor
+        dlogits[i, t] -= scale[i]
+    return total, correct
+
+
+def softmax_cross_entropy_fused(logits: np.ndarray, targets: np.ndarray, w: np.ndarray, per=None):
+    """``softmax_cross_entropy_terms`` (NumPy) in one compiled pass over the logits, with the argmax
+    accuracy the same pass finds: → (mean loss, dlogits, weighted count of right predictions). The
+    same numbers as the pure function to rounding (tests/test_losses.py); only faster."""
+    classes = logits.shape[-1]
+    flat = np.ascontiguousarray(logits).reshape(-1, classes)
+    weights = np.ascontiguousarray(w, dtype=logits.dtype).reshape(-1)
+    scale = _per_position_scale(w, per).reshape(-1).astype(logits.dtype)
+    dlogits = np.empty_like(flat)
+    total, correct = _softmax_cross_entropy_rows(flat, np.ascontiguousarray(targets).reshape(-1), weights,
+                                                 np.ascontiguousarray(scale), dlogits)
+    denominator = float(w.sum()) if per is None else float(per)
+    return total / denominator, dlogits.reshape(logits.shape), correct
 
 
 def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np, per=None):

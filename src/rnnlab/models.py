@@ -33,6 +33,7 @@ from rnnlab.losses import (
     check_class_targets,
     one_hot,
     sigmoid_binary_cross_entropy_terms,
+    softmax_cross_entropy_fused,
     softmax_cross_entropy_terms,
     squared_error_terms,
 )
@@ -218,6 +219,8 @@ def output_loss(model: RecurrentModel, outputs, y, w, xp=np, per=None):
     if model.loss_name == "binary_cross_entropy":
         return (*sigmoid_binary_cross_entropy_terms(outputs, y, w, xp, per), None)
     classes = xp.issubdtype(y.dtype, xp.integer)
+    if model.loss_name == "cross_entropy" and xp is np:   # one compiled pass: loss, gradient and accuracy
+        return softmax_cross_entropy_fused(outputs, y, w, per)
     if model.loss_name == "squared_error":
         targets = one_hot(y, outputs.shape[-1], outputs.dtype, xp) if classes else y
         loss, doutputs = squared_error_terms(outputs, targets, w, xp, per)

@@ -1,0 +1,54 @@
+"""The compiled softmax cross-entropy (one pass: loss, gradient, accuracy) against the pure function it
+replaces in the NumPy trainer, and its gradient against finite differences in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rnnlab.gradcheck import gradcheck
+from rnnlab.losses import softmax_cross_entropy_fused, softmax_cross_entropy_terms
+
+
+def _case(seed: int, positions: tuple[int, ...], classes: int, masked: bool, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    logits = (3 * rng.normal(size=(*positions, classes))).astype(dtype)
+    targets = rng.integers(0, classes, size=positions)
+    w = (rng.random(positions) < 0.7).astype(dtype) if masked else np.ones(positions, dtype)
+    w.reshape(-1)[0] = 1.0      # at least one position counts
+    return logits, targets, w
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**31), T=st.integers(1, 5), B=st.integers(1, 4), classes=st.integers(2, 9),
+       masked=st.booleans(), per=st.sampled_from([None, 3.0]))
+def test_the_fused_loss_is_the_pure_one_with_its_accuracy(seed, T, B, classes, masked, per):
+    logits, targets, w = _case(seed, (T, B), classes, masked)
+    per_value = None if per is None else np.float64(per)
+    loss, dlogits, correct = softmax_cross_entropy_fused(logits, targets, w, per_value)
+    ref_loss, ref_d = softmax_cross_entropy_terms(logits, targets, w, np, per_value)
+    assert loss == pytest.approx(float(ref_loss), rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-12)
+    assert correct == ((logits.argmax(axis=-1) == targets) * w).sum()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("positions", [(4,), (3, 2)])
+def test_the_fused_gradient_matches_finite_differences(positions, masked):
+    logits, targets, w = _case(7, positions, 5, masked)
+    _, dlogits, _ = softmax_cross_entropy_fused(logits, targets, w)
+    result = gradcheck(lambda a: softmax_cross_entropy_fused(a["logits"], targets, w)[0], {"logits": logits},
+                       {"logits": dlogits})
+    assert result.passed(1e-6), str(result)
+
+
+def test_float32_stays_float32_within_its_precision_and_ties_pick_the_first_class():
+    logits, targets, w = _case(3, (6, 3), 11, True, np.float32)
+    loss, dlogits, _ = softmax_cross_entropy_fused(logits, targets, w)
+    ref_loss, ref_d = softmax_cross_entropy_terms(logits.astype(np.float64), targets, w.astype(np.float64))
+    assert dlogits.dtype == np.float32 and loss == pytest.approx(float(ref_loss), rel=1e-6)
+    np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-6)
+    tied = np.zeros((2, 3), np.float32)      # every class equal: argmax says class 0, as NumPy's does
+    assert softmax_cross_entropy_fused(tied, np.array([0, 1]), np.ones(2, np.float32))[2] == 1.0
