@@ -48,11 +48,11 @@ def _check_results(exp, results, exp_dir: Path, seeds: int):
         assert (exp_dir / fig["path"]).stat().st_size > 1000, fig["path"]
     # every claim and every published number has its verdict row, with one of the three outcomes
     verdicts = results.verdicts
-    assert [v["claim"] for v in verdicts if v["kind"] == "claim"] == [c.text for c in exp.claims]
-    assert len([v for v in verdicts if v["kind"] == "published"]) == len(exp.published)
+    assert [v.claim for v in verdicts if v.kind == "claim"] == [c.text for c in exp.claims]
+    assert len([v for v in verdicts if v.kind == "published"]) == len(exp.published)
     allowed = ("reproduced", "not reproduced", "not significant with", "shown only", "not run (quick mode)",
                "matches (within ±", "differs: ours ", "inconclusive with")
-    assert all(v["verdict"].startswith(allowed) for v in verdicts), [v["verdict"] for v in verdicts]
+    assert all(v.verdict.startswith(allowed) for v in verdicts), [v.verdict for v in verdicts]
     html_path, md_path = write_report(results, exp_dir)
     page = html_path.read_text()
     strips = (exp_dir / "claims.png").is_file()     # the per-seed dots behind the claims, when any was tested
@@ -496,7 +496,7 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
     assert len({run.metrics["gradient_median"] for run in results.runs}) == 6
     assert all(row["gradient_median_n"] == 3 for row in results.summary)
     (verdict,) = results.verdicts
-    assert verdict["claim"] == claim.text and "(3 seeds)" in verdict["evidence"] and verdict["p_value"] is not None
+    assert verdict.claim == claim.text and "(3 seeds)" in verdict.evidence and verdict.p_value is not None
     with open(tmp_path / "grads" / "results.csv") as f:
         assert all(float(row["gradient_median"]) > 0 for row in csv.DictReader(f))
 
@@ -529,15 +529,15 @@ def test_a_sequential_plan_adds_seeds_only_where_a_claim_is_undecided(tmp_path):
         sequential=SequentialPlan(looks=(2, 3)))
     results = run_experiment(exp, tmp_path, seeds=None, workers=1, progress=False)
     absent, other = results.verdicts
-    assert absent["verdict"] == "not reproduced" and absent["look"] == 1 and absent["seeds"] == 2
-    assert "smallest effect of interest 10" in absent["reason"]
+    assert absent.verdict == "not reproduced" and absent.look == 1 and absent.seeds == 2
+    assert "smallest effect of interest 10" in absent.reason
     assert results.seeds_by_key["rnn-big"] == 2          # decided at the first look: no more seeds
-    if other["look"] == 2:
-        assert results.seeds_by_key["gru"] == results.seeds_by_key["frozen"] == 3 and other["seeds"] == 3
-    assert all(v["level"] == pytest.approx(0.025) for v in results.verdicts)
-    for v in results.verdicts:
-        assert {"p_value", "p_adjusted", "test", "prob_superiority", "seeds"} <= set(v)
+    if other.look == 2:
+        assert results.seeds_by_key["gru"] == results.seeds_by_key["frozen"] == 3 and other.seeds == 3
+    assert all(v.level == pytest.approx(0.025) for v in results.verdicts)
     saved = json.loads((tmp_path / "seq" / "results.json").read_text())
+    for v in saved["verdicts"]:
+        assert {"p_value", "p_adjusted", "test", "prob_superiority", "seeds", "look", "level"} <= set(v)
     assert saved["sequential"] == {"looks": [2, 3], "alpha": 0.05, "level": 0.025}
     assert any("group-sequential plan" in note for note in saved["notes"])
 

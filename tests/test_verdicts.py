@@ -123,10 +123,10 @@ def test_holm_adjusts_the_claims_of_a_study_as_one_family():
     rows = verdict_table(claims, {}, {}, runs)
     raw = [judge_claim(c, runs).p_value for c in claims]
     order = np.argsort(raw)
-    assert rows[order[0]]["p_adjusted"] == pytest.approx(min(1.0, 3 * raw[order[0]]))
-    assert rows[order[2]]["p_adjusted"] == pytest.approx(max(r["p_adjusted"] for r in rows))
-    assert all(r["p_adjusted"] >= r["p_value"] for r in rows)
-    assert all((r["verdict"] == REPRODUCED) == (r["p_adjusted"] < 0.05) for r in rows)
+    assert rows[order[0]].p_adjusted == pytest.approx(min(1.0, 3 * raw[order[0]]))
+    assert rows[order[2]].p_adjusted == pytest.approx(max(r.p_adjusted for r in rows))
+    assert all(r.p_adjusted >= r.p_value for r in rows)
+    assert all((r.verdict == REPRODUCED) == (r.p_adjusted < 0.05) for r in rows)
 
 
 def test_published_numbers_match_differ_or_are_inconclusive_against_their_tolerance():
@@ -173,7 +173,7 @@ def test_a_published_value_that_cannot_be_tested_is_a_clear_error_naming_its_key
 def test_the_table_has_a_row_per_claim_and_per_published_number():
     runs = _runs(a=[1, 2, 3], b=[1, 2, 3])
     rows = verdict_table([CLAIM], {("a", "m"): 2.0, ("b", "m"): "text"}, {}, runs)
-    assert [r["kind"] for r in rows] == ["claim", "published", "published"]
+    assert [r.kind for r in rows] == ["claim", "published", "published"]
 
 
 @settings(max_examples=60)
@@ -202,9 +202,9 @@ def test_every_published_verdict_follows_from_the_runs_published_beside_it(name)
         if not (PUBLISHED / name / file).is_file():
             continue
         for verdict in stored_verdicts(EXPERIMENTS[name], read_runs_csv(PUBLISHED / name / file)):
-            if verdict["verdict"] != "shown only":
-                assert f"{label}: **{verdict['verdict']}** ({verdict['evidence']})" in page, verdict["claim"]
-                assert verdict_cell(verdict) in page, verdict["claim"]
+            if verdict.verdict != "shown only":
+                assert f"{label}: **{verdict.verdict}** ({verdict.evidence})" in page, verdict.claim
+                assert verdict_cell(verdict) in page, verdict.claim
                 checked += 1
     assert checked > 0
 

@@ -18,7 +18,7 @@ import numpy as np
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
-from rnnlab.experiments.results import Run, StudyResults
+from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
@@ -78,38 +78,38 @@ def _interval(low: float | None, high: float | None) -> str:
     return "" if low is None else f" [{_fmt(low)}, {_fmt(high)}]"
 
 
-def _power(v: dict[str, Any]) -> str:
+def _power(v: Verdict) -> str:
     """What the seeds can tell: seeds needed for the measured difference, the smallest detectable one."""
     parts = []
-    if v.get("detectable") is not None and math.isfinite(v["detectable"]):
-        parts.append(f"detectable with 80% power: {_fmt(v['detectable'])}")
-    if v.get("seeds_needed") is not None and not v["verdict"].startswith(("reproduced", "not reproduced")):
-        parts.append(f"the measured difference needs ~{v['seeds_needed']} seeds a side")
+    if v.detectable is not None and math.isfinite(v.detectable):
+        parts.append(f"detectable with 80% power: {_fmt(v.detectable)}")
+    if v.seeds_needed is not None and not v.verdict.startswith(("reproduced", "not reproduced")):
+        parts.append(f"the measured difference needs ~{v.seeds_needed} seeds a side")
     return "; ".join(parts) or "–"
 
 
-def _prediction(v: dict[str, Any]) -> str:
+def _prediction(v: Verdict) -> str:
     """Where one more of our runs would fall (95%), beside a published single run."""
-    return "–" if v.get("prediction_low") is None else f"[{_fmt(v['prediction_low'])}, {_fmt(v['prediction_high'])}]"
+    return "–" if v.prediction_low is None else f"[{_fmt(v.prediction_low)}, {_fmt(v.prediction_high)}]"
 
 
 def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for the claims and for the published numbers, verdict first."""
     out = []
-    claims = [[v["verdict"], v["claim"], v["evidence"], "–" if v["difference"] is None else
-               _fmt(v["difference"]) + _interval(v["low"], v["high"]), v["test"], _p(v["p_value"]),
-               _p(v.get("p_adjusted")), _p(v.get("p_exact")),
-               "–" if v.get("prob_superiority") is None else f"{v['prob_superiority']:.2f}", _power(v)]
-              for v in results.verdicts if v["kind"] == "claim"]
+    claims = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
+               _fmt(v.difference) + _interval(v.low, v.high), v.test, _p(v.p_value),
+               _p(v.p_adjusted), _p(v.p_exact),
+               "–" if v.prob_superiority is None else f"{v.prob_superiority:.2f}", _power(v)]
+              for v in results.verdicts if v.kind == "claim"]
     if claims:
         out.append(("Claims, tested over seeds",
                     ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p", "p (Holm)",
                      "p (exact permutation)", "P(A>B)", "power"], claims))
-    published = [[v["verdict"], v["claim"], v["evidence"], "–" if v["difference"] is None else
-                  _fmt(v["difference"]) + _interval(v["low"], v["high"]),
-                  "–" if v.get("tolerance") is None else f"±{v['tolerance']:.3g} ({v.get('tolerance_why', '')})",
-                  _prediction(v), v["test"], _p(v.get("p_adjusted")), v.get("reason", "")]
-                 for v in results.verdicts if v["kind"] == "published"]
+    published = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
+                  _fmt(v.difference) + _interval(v.low, v.high),
+                  "–" if v.tolerance is None else f"±{v.tolerance:.3g} ({v.tolerance_why})",
+                  _prediction(v), v.test, _p(v.p_adjusted), v.reason]
+                 for v in results.verdicts if v.kind == "published"]
     if published:
         out.append(("Published numbers against ours",
                     ["verdict", "published", "ours", "ours − published [95% CI]", "tolerance",
@@ -215,11 +215,11 @@ CLAIMS_CAPTION = ("Each claim's runs, one dot per seed (the claimed better confi
                   "the distributions the verdicts rest on.")
 
 
-def claims_figure(verdicts: list[dict[str, Any]], path: Path) -> Path | None:
+def claims_figure(verdicts: list[Verdict], path: Path) -> Path | None:
     """The strip of per-seed dots of every tested claim (None when no claim has runs)."""
     from rnnlab.analysis.plots import plot_claim_strips
 
-    rows = [v for v in verdicts if v["kind"] == "claim" and any(v.get("values", {}).values())]
+    rows = [v for v in verdicts if v.kind == "claim" and any(v.values.values())]
     return plot_claim_strips(rows, path) if rows else None
 
 
@@ -430,24 +430,24 @@ SETTING, TUNED = "at the study's setting", "tuned"
 RUNS_CSV = {SETTING: "runs.csv", TUNED: "tuned-runs.csv"}     # each run's metrics, beside the page
 
 
-def verdict_cell(v: dict[str, Any]) -> str:
+def verdict_cell(v: Verdict) -> str:
     """One verdict in one table cell: the outcome first, then the numbers behind it."""
-    text = f"**{v['verdict']}**: {v['evidence']}"
-    if v["difference"] is not None:
-        text += f"; difference {_fmt(v['difference'])}" + _interval(v["low"], v["high"])
-    if v["p_value"] is not None:
-        text += f", p = {v['p_value']:.2g} ({v['test']})"
-    if v.get("p_adjusted") is not None and v["kind"] == "claim":
-        text += f", Holm-adjusted p = {v['p_adjusted']:.2g}"
-    if v.get("p_exact") is not None:
-        text += f", exact permutation p = {v['p_exact']:.2g}"
-    if v.get("prob_superiority") is not None:
-        text += f", P(A>B) = {v['prob_superiority']:.2f}"
-    if v["kind"] == "claim" and _power(v) != "–":
+    text = f"**{v.verdict}**: {v.evidence}"
+    if v.difference is not None:
+        text += f"; difference {_fmt(v.difference)}" + _interval(v.low, v.high)
+    if v.p_value is not None:
+        text += f", p = {v.p_value:.2g} ({v.test})"
+    if v.p_adjusted is not None and v.kind == "claim":
+        text += f", Holm-adjusted p = {v.p_adjusted:.2g}"
+    if v.p_exact is not None:
+        text += f", exact permutation p = {v.p_exact:.2g}"
+    if v.prob_superiority is not None:
+        text += f", P(A>B) = {v.prob_superiority:.2f}"
+    if v.kind == "claim" and _power(v) != "–":
         text += f"; {_power(v)}"
-    if v.get("tolerance") is not None:
-        text += f"; tolerance ±{v['tolerance']:.3g} ({v.get('tolerance_why', '')})"
-    if v.get("prediction_low") is not None:
+    if v.tolerance is not None:
+        text += f"; tolerance ±{v.tolerance:.3g} ({v.tolerance_why})"
+    if v.prediction_low is not None:
         text += f"; one run of ours, 95% prediction interval {_prediction(v)}"
     return text
 
@@ -475,7 +475,7 @@ class Variant:
     """One column of a published page: the verdicts and runs at the study's setting, or tuned; with
     the stored results and calls they came from when published from a run (republished: from runs.csv)."""
 
-    verdicts: list[dict[str, Any]]
+    verdicts: list[Verdict]
     seeds: int
     runs: list[Run]
     results: StudyResults | None = None
@@ -510,19 +510,19 @@ def _compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None
 def _side_by_side(variants: dict[str, Variant], kind: str) -> list[list[str]]:
     """Rows of one kind of verdict (claims or published numbers), one column per variant."""
     texts: list[str] = []
-    found: dict[tuple[str, str], dict] = {}
+    found: dict[tuple[str, str], Verdict] = {}
     for name, variant in variants.items():
         for v in variant.verdicts:
-            if v["kind"] == kind:
-                texts += [v["claim"]] if v["claim"] not in texts else []
-                found[(v["claim"], name)] = v
+            if v.kind == kind:
+                texts += [v.claim] if v.claim not in texts else []
+                found[(v.claim, name)] = v
     rows = []
     for text in texts:
         cells = [verdict_cell(found[(text, n)]) if (text, n) in found else "–" for n in variants]
         row = [text, *cells]
         if kind == "published":
-            row.append(next((found[(text, n)]["reason"] for n in variants if (text, n) in found
-                             and found[(text, n)].get("reason")), ""))
+            row.append(next((found[(text, n)].reason for n in variants if (text, n) in found
+                             and found[(text, n)].reason), ""))
         rows.append(row)
     return rows
 
@@ -532,8 +532,8 @@ def _in_short(variants: dict[str, Variant]) -> list[str]:
     lines: dict[str, list[str]] = {}
     for name, variant in variants.items():
         for v in variant.verdicts:
-            if v["verdict"] != "shown only":
-                lines.setdefault(v["claim"], []).append(f"{name}: **{v['verdict']}** ({v['evidence']})")
+            if v.verdict != "shown only":
+                lines.setdefault(v.claim, []).append(f"{name}: **{v.verdict}** ({v.evidence})")
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
@@ -574,7 +574,7 @@ def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) 
     return parts
 
 
-def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) -> list[dict]:
+def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) -> list[Verdict]:
     """The verdicts of a study from its stored per-run metrics (``NAME/runs.csv``): the claims and
     published numbers whose configurations the runs hold (a tuned run holds only those it tunes),
     with the measured reasons computed from the published results under ``root``."""

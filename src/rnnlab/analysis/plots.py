@@ -201,24 +201,24 @@ def plot_claim_strips(claims: list[dict], path, title: str = "Each claim's runs,
     fig, axes = plt.subplots(1, len(claims), figsize=(max(3.2 * len(claims), 4.5), 3.8), squeeze=False)
     rng = np.random.default_rng(0)
     for ax, claim in zip(axes[0], claims):
-        shared = os.path.commonprefix(list(claim["values"]))      # "embedded-reber-gru-10" → "gru-10"
-        cut = shared.rfind("-") + 1 if len(claim["values"]) > 1 else 0
-        for i, (name, values) in enumerate(claim["values"].items()):
+        shared = os.path.commonprefix(list(claim.values))      # "embedded-reber-gru-10" → "gru-10"
+        cut = shared.rfind("-") + 1 if len(claim.values) > 1 else 0
+        for i, (name, values) in enumerate(claim.values.items()):
             name = name[cut:]
             values = np.asarray(values, float)
             ax.scatter(i + rng.uniform(-0.12, 0.12, values.size), values, s=20, alpha=0.75, color=_color(name) or
                        f"C{i}", zorder=3)
             if values.size:
                 ax.hlines(values.mean(), i - 0.25, i + 0.25, color="black", lw=1.5, zorder=4)
-        if claim.get("threshold") is not None:
-            ax.axhline(claim["threshold"], color="grey", ls="--", lw=1, zorder=2)
-        names = [name[cut:] for name in claim["values"]]
+        if claim.threshold is not None:
+            ax.axhline(claim.threshold, color="grey", ls="--", lw=1, zorder=2)
+        names = [name[cut:] for name in claim.values]
         ax.set_xticks(range(len(names)), [n if len(n) <= 18 else n[:17] + "…" for n in names], fontsize=7,
                       rotation=15)
         ax.set_xlim(-0.6, len(names) - 0.4)
-        text = claim["claim"]
-        ax.set_title((text if len(text) <= 48 else text[:47] + "…") + f"\n{claim['verdict']}", fontsize=7)
-        ax.set_ylabel(claim.get("metric", ""), fontsize=7)
+        text = claim.claim
+        ax.set_title((text if len(text) <= 48 else text[:47] + "…") + f"\n{claim.verdict}", fontsize=7)
+        ax.set_ylabel(claim.metric, fontsize=7)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(title, fontsize=9)

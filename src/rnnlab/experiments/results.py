@@ -1,6 +1,7 @@
 """What a study run produces, typed: each run (``Run``: its configuration key, seed, every number
-measured on it, its settings and its per-epoch history) and the study's results (``StudyResults``:
-what ``results.json`` holds), with one JSON (de)serialisation and a schema version.
+measured on it, its settings and its per-epoch history), each verdict (``Verdict``) and the study's
+results (``StudyResults``: what ``results.json`` holds), with one JSON (de)serialisation and a schema
+version.
 
 A reader of ``results.json`` gets a ``StudyResults`` or an error naming the file and what to do; the
 analyses, the verdicts, the report and the published pages read attributes, not string keys.
@@ -45,6 +46,47 @@ class Run:
 
 
 @dataclass
+class Verdict:
+    """A claim or a published number judged over seeds (``verdicts.judge_claim``/``judge_published``): the
+    word, the evidence, the difference with its interval, the test and its p (raw and Holm-adjusted),
+    P(A>B), power, tolerance and prediction interval, and the per-seed values behind it."""
+
+    claim: str
+    evidence: str            # the two sides, as numbers people read
+    difference: float | None
+    low: float | None
+    high: float | None
+    test: str
+    p_value: float | None    # raw
+    verdict: str
+    reason: str = ""
+    p_adjusted: float | None = None      # Holm over the family; decides the word
+    p_exact: float | None = None         # exact permutation p, beside Welch's at few seeds
+    prob_superiority: float | None = None
+    seeds: int = 0                       # seeds on the smaller side
+    seeds_needed: int | None = None      # per side, for the measured difference and spread (80% power)
+    detectable: float | None = None      # the smallest difference these seeds find with 80% power
+    tolerance: float | None = None
+    tolerance_why: str = ""
+    prediction_low: float | None = None  # where one of our runs falls (95%), for a published number
+    prediction_high: float | None = None
+    values: dict[str, list[float]] = field(default_factory=dict)   # per seed, for the strip of dots
+    metric: str = ""
+    threshold: float | None = None       # a count claim's threshold on ``metric``
+    kind: str = ""                       # "claim" or "published"
+    look: int | None = None              # under a sequential plan: the look that decided the claim
+    level: float | None = None           # and the significance level of that look
+    if_significant: str = field(default="", compare=False, repr=False)   # the word a significant p gives (not stored)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "if_significant"}
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Verdict:
+        return cls(**row)
+
+
+@dataclass
 class StudyResults:
     """A study run's results (``runs/NAME/results.json``): what was asked and when, every run, the
     per-configuration summary, the verdicts (``verdicts.Verdict`` rows), figures and notes."""
@@ -67,7 +109,7 @@ class StudyResults:
     configurations: list[dict[str, Any]]
     summary: list[dict[str, Any]]           # per configuration: mean, std and n of every metric
     published: list[dict[str, Any]]
-    verdicts: list[dict[str, Any]]
+    verdicts: list[Verdict]
     sequential: dict[str, Any] | None
     runs: list[Run]
     figures: list[dict[str, str]]
@@ -75,7 +117,9 @@ class StudyResults:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, default=float)
+        data = dataclasses.asdict(self)
+        data["verdicts"] = [v.as_dict() for v in self.verdicts]
+        return json.dumps(data, indent=2, default=float)
 
     @classmethod
     def from_json(cls, text: str, where: str | Path = "results.json") -> StudyResults:
@@ -91,6 +135,7 @@ class StudyResults:
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
         data["runs"] = [Run(**run) for run in data["runs"]]
+        data["verdicts"] = [Verdict.from_dict(row) for row in data["verdicts"]]
         return cls(**data)
 
     @classmethod

@@ -29,7 +29,7 @@ from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import JobStore, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
-from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults
+from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults, Verdict
 from rnnlab.experiments.settings import (
     complete_settings,
     default_settings,
@@ -248,7 +248,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
 
 
 def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan: SequentialPlan | None, first: int,
-                 train: Callable[[], int], progress: bool) -> tuple[int, dict[str, dict]]:
+                 train: Callable[[], int], progress: bool) -> tuple[int, dict[str, Verdict]]:
     """Train the first look's seeds, then, with a sequential plan, more seeds only for the claims still
     undecided at each look; returns how many runs trained and the claims decided (claim → verdict row)."""
     trained, decided = 0, {}
@@ -262,8 +262,8 @@ def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan
         open_claims = [c for c in exp.claims if c.text not in decided]
         for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims},
                                  level=plan.level):
-            if row["verdict"] in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
-                decided[row["claim"]] = dict(row, look=look + 1, level=plan.level)
+            if row.verdict in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
+                decided[row.claim] = dataclasses.replace(row, look=look + 1, level=plan.level)
         if progress:
             print(f"{exp.name}: look {look + 1} of {len(plan.looks)} at {n} seeds: {len(decided)} of "
                   f"{len(exp.claims)} claims decided", file=sys.stderr)
@@ -272,8 +272,8 @@ def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan
     return trained, decided
 
 
-def _verdicts(exp: Experiment, runs: list[Run], plan: SequentialPlan | None, decided: dict[str, dict],
-              notes: list[str]) -> list[dict]:
+def _verdicts(exp: Experiment, runs: list[Run], plan: SequentialPlan | None, decided: dict[str, Verdict],
+              notes: list[str]) -> list[Verdict]:
     """The claims (as their look decided them, under a plan) and the published numbers, with the measured
     reasons as the published results word them (left out where those are not at hand)."""
     reasons = render_reasons(exp.reasons, RESULTS_ROOT, exp.published, strict=False)
@@ -300,8 +300,8 @@ def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:
     return {key for c in claims if c.text not in decided for key in (c.better, c.worse)}
 
 
-def _plan_note(plan: SequentialPlan, rows: list[dict]) -> str:
-    at = "; ".join(f"{row['seeds']} seeds: {row['claim'][:60]}{'…' if len(row['claim']) > 60 else ''}"
+def _plan_note(plan: SequentialPlan, rows: list[Verdict]) -> str:
+    at = "; ".join(f"{row.seeds} seeds: {row.claim[:60]}{'…' if len(row.claim) > 60 else ''}"
                    for row in rows)
     return (f"Seeds chosen by a group-sequential plan: looks after {', '.join(map(str, plan.looks))} seeds per "
             f"configuration, each claim tested at α = {plan.alpha:g}/{len(plan.looks)} = {plan.level:.4f} per look "

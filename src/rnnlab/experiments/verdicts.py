@@ -29,13 +29,13 @@ A study declares, as data beside its specs,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rnnlab.experiments import statistics as st
-from rnnlab.experiments.results import Run
+from rnnlab.experiments.results import Run, Verdict
 from rnnlab.metrics import metric as metric_info
 
 ALPHA = st.ALPHA
@@ -78,34 +78,6 @@ class Published:
     why: str
 
 
-@dataclass
-class Verdict:
-    claim: str
-    evidence: str            # the two sides, as numbers people read
-    difference: float | None
-    low: float | None
-    high: float | None
-    test: str
-    p_value: float | None    # raw
-    verdict: str
-    reason: str = ""
-    p_adjusted: float | None = None      # Holm over the family; decides the word
-    p_exact: float | None = None         # exact permutation p, beside Welch's at few seeds
-    prob_superiority: float | None = None
-    seeds: int = 0                       # seeds on the smaller side
-    seeds_needed: int | None = None      # per side, for the measured difference and spread (80% power)
-    detectable: float | None = None      # the smallest difference these seeds find with 80% power
-    tolerance: float | None = None
-    tolerance_why: str = ""
-    prediction_low: float | None = None  # where one of our runs falls (95%), for a published number
-    prediction_high: float | None = None
-    values: dict[str, list[float]] = field(default_factory=dict)   # per seed, for the strip of dots
-    metric: str = ""
-    threshold: float | None = None       # a count claim's threshold on ``metric``
-    if_significant: str = ""             # the word a significant adjusted p gives
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if k != "if_significant"}
 
 
 def values_of(runs: list[Run], key: str, metric: str, seeds: int | None = None) -> np.ndarray:
@@ -309,8 +281,8 @@ def _shown(value: Any) -> str:
 
 
 def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: list[Run],
-                  seeds: dict[str, int] | None = None, level: float = ALPHA) -> list[dict]:
-    """Every claim, then every published number, judged; rows for the report and results.json. The
+                  seeds: dict[str, int] | None = None, level: float = ALPHA) -> list[Verdict]:
+    """Every claim, then every published number, judged, for the report and results.json. The
     claims are one family and the published numbers another: within each, Holm's adjusted p decides
     the word at ``level``. ``seeds``: per claim text, the seeds it was decided with (a sequential plan)."""
     seeds = seeds or {}
@@ -319,8 +291,11 @@ def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: lis
     numbers = [judge_published(key, metric, value, runs, reasons.get((key, metric), ""), level)
                for (key, metric), value in published.items()]
     _holm(numbers, decide_published, level)
-    return ([dict(v.as_dict(), kind="claim") for v in judged]
-            + [dict(v.as_dict(), kind="published") for v in numbers])
+    for verdict in judged:
+        verdict.kind = "claim"
+    for verdict in numbers:
+        verdict.kind = "published"
+    return judged + numbers
 
 
 def _holm(verdicts: list[Verdict], decide, level: float) -> None:
