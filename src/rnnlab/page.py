@@ -89,9 +89,14 @@ def _md_block(block: Block) -> list[str]:
     return [f"- {item}" for item in block.items] + [""]
 
 
+def markdown_blocks(blocks: list[Block]) -> str:
+    """Blocks as Markdown, for a section of a page (a republished page rewrites its sections)."""
+    return "\n".join(line for block in blocks for line in _md_block(block))
+
+
 def markdown(page: Page) -> str:
     """The page as Markdown (GitHub renders it: the repository's docs/results)."""
-    return "\n".join([f"# {page.title}", "", *(line for block in page.blocks for line in _md_block(block))])
+    return f"# {page.title}\n\n" + markdown_blocks(page.blocks)
 
 
 # -- HTML -------------------------------------------------------------------------------------------

@@ -22,7 +22,19 @@ from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
 from rnnlab.metrics import is_count
-from rnnlab.page import ON_PAGES, Block, Figure, Heading, Items, Page, Paragraph, Table, markdown, md_table
+from rnnlab.page import (
+    ON_PAGES,
+    Block,
+    Figure,
+    Heading,
+    Items,
+    Page,
+    Paragraph,
+    Table,
+    markdown,
+    markdown_blocks,
+    md_table,
+)
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
 
@@ -537,40 +549,41 @@ def _in_short(variants: dict[str, Variant]) -> list[str]:
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
-def _in_short_block(variants: dict[str, Variant]) -> list[str]:
+def _in_short_block(variants: dict[str, Variant]) -> list[Block]:
     in_short = _in_short(variants)
-    return ["**In short**", ""] + [f"- {line}" for line in in_short] + [""] if in_short else []
+    return [Paragraph("**In short**"), Items(in_short)] if in_short else []
 
 
-def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) -> list[str]:
+def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) -> list[Block]:
     """The page's '## Verdicts' section: the legend, what the seeds can detect, the claims and published
     numbers side by side, and each variant's strip of per-seed dots (written into ``figures_dir``)."""
     claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
     if not claims and not published:
         return []
-    parts = ["## Verdicts", "", VERDICT_LEGEND, ""]
+    parts: list[Block] = [Heading("Verdicts"), Paragraph(VERDICT_LEGEND)]
     first = min((r.seed for r in variants[TUNED].runs), default=TUNED_FIRST_SEED) if TUNED in variants \
         else TUNED_FIRST_SEED
     if first < TUNED_FIRST_SEED:
-        parts += [f"The tuned runs on this page predate the rule that tuned runs train on seeds the search never "
-                  f"trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as the search did, and its "
-                  "searched settings were selected on one seed or two, so 'tuned' may flatter the configuration "
-                  "that won the search. `rnnlab reproduce NAME --tune --publish` replaces them.", ""]
+        parts.append(Paragraph(f"The tuned runs on this page predate the rule that tuned runs train on seeds the "
+                               f"search never trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as "
+                               "the search did, and its searched settings were selected on one seed or two, so "
+                               "'tuned' may flatter the configuration that won the search. `rnnlab reproduce NAME "
+                               "--tune --publish` replaces them."))
     sentences = {label: power_sentence(variant.seeds) for label, variant in variants.items()}
     if len(set(sentences.values())) == 1:
-        parts += [next(iter(sentences.values())), ""]
+        parts.append(Paragraph(next(iter(sentences.values()))))
     else:
-        parts += [f"- {label}: {sentence}" for label, sentence in sentences.items()] + [""]
+        parts.append(Items([f"{label}: {sentence}" for label, sentence in sentences.items()]))
     if claims:
-        parts += ["### Claims, tested over seeds", "", md_table(["claim", *variants], claims), ""]
+        parts += [Heading("Claims, tested over seeds", 3), Table(["claim", *variants], claims)]
         for label, variant in variants.items():
             target = figures_dir / (("tuned-" if label == TUNED else "") + CLAIMS_FIGURE)
             if claims_figure(variant.verdicts, target) is not None:
-                parts += [f"![the runs behind each claim, {label}]({name}/{target.name})", "",
-                          f"{CLAIMS_CAPTION} ({label})", ""]
+                parts.append(Figure(f"{name}/{target.name}", f"the runs behind each claim, {label}",
+                                    f"{CLAIMS_CAPTION} ({label})", heading=False))
     if published:
-        parts += ["### Published numbers against ours", "",
-                  md_table(["published", *variants, "measured reason"], published), ""]
+        parts += [Heading("Published numbers against ours", 3),
+                  Table(["published", *variants, "measured reason"], published)]
     return parts
 
 
@@ -618,10 +631,11 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     if "## Tuning budget" in body and (dest / name / SEARCH_TRIALS).is_file():
         block = expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name, name)
         body = _replace_section(body, "## Tuning budget", block)
-    findings = [f"- {render(finding, dest, exp.published)}" for finding in exp.findings]
+    findings = [render(finding, dest, exp.published) for finding in exp.findings]
     if findings:
-        body = _replace_section(body, FINDINGS, [FINDINGS, "", *findings, ""], before="## Results")
-    page.write_text("\n".join([title, "", *_in_short_block(variants)]) + "\n" + body)
+        body = _replace_section(body, FINDINGS, [Heading(FINDINGS.removeprefix("## ")), Items(findings)],
+                                before="## Results")
+    page.write_text(f"{title}\n\n" + markdown_blocks(_in_short_block(variants)) + "\n" + body)
     return page
 
 
@@ -629,15 +643,15 @@ SEARCH_TRIALS = "search-trials.csv"     # every trial of the tuned page's search
 FINDINGS = "## Findings"                # the study's measured findings (findings.toml), from the published runs
 
 
-def _replace_section(body: str, heading: str, block: list[str], before: str | None = None) -> str:
-    """The page body with its section ``heading`` replaced by ``block`` (inserted before the first
+def _replace_section(body: str, heading: str, blocks: list[Block], before: str | None = None) -> str:
+    """The page body with its section ``heading`` replaced by ``blocks`` (inserted before the first
     heading starting with ``before`` if the page has none)."""
     if heading in body:
         start = body.index(heading)
         end = body.index("\n## ", start + 1) + 1
     else:
         start = end = body.index("\n" + before) + 1
-    return body[:start] + "\n".join(block) + "\n" + body[end:]
+    return body[:start] + markdown_blocks(blocks) + "\n" + body[end:]
 
 
 def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
@@ -676,7 +690,7 @@ def expected_best(trials_csv: Path, metric: str, higher_is_better: bool) -> dict
     return curves
 
 
-def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str) -> list[str]:
+def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str) -> list[Block]:
     """The tuned page's 'Tuning budget' section: the expected best dev score of each configuration's
     search against the number of trials, and whether the configurations' order depends on the budget."""
     from rnnlab.analysis.plots import plot_learning_curves
@@ -707,11 +721,12 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
     finding = "; ".join(findings) if findings else "one configuration tuned"
     improving = (f"; still improving at the last trial (more than 1% of its gain): {', '.join(still)}" if still
                  else "; every curve has flattened by its last trial")
-    return ["## Tuning budget", "",
-            f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. 2019; a "
-            f"trial is one searched setting, scored by its mean over the search's seeds; every trial: "
-            f"[{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: {finding}{improving}.", "",
-            f"![expected best against the budget]({name}/{path.name})", ""]
+    return [Heading("Tuning budget"),
+            Paragraph(f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. "
+                      f"2019; a trial is one searched setting, scored by its mean over the search's seeds; every "
+                      f"trial: [{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: "
+                      f"{finding}{improving}."),
+            Figure(f"{name}/{path.name}", "expected best against the budget", heading=False)]
 
 
 def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
@@ -737,34 +752,32 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
         shutil.rmtree(figures_dir)
     figures_dir.mkdir(parents=True)
     search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
-    parts = [f"# {first.title.removesuffix(' (tuned)')}", "", *_in_short_block(variants),
-             f"Study: {first.study}. {first.about}", "",
-              md_table(["", *variants], _compute_rows(variants, search)), ""]
+    blocks: list[Block] = [*_in_short_block(variants), Paragraph(f"Study: {first.study}. {first.about}"),
+                           Table(["", *variants], _compute_rows(variants, search))]
     per_run = []
     for label, folder in folders.items():   # what a reader needs to recompute every verdict below
         target = figures_dir / RUNS_CSV[label]
         shutil.copyfile(folder / "results.csv", target)
         per_run.append(f"[{label}]({name}/{target.name})")
-    parts += [f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
-              f"{' · '.join(per_run)}.", ""]
-    parts += _verdicts_block(variants, name, figures_dir)
+    blocks.append(Paragraph(f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
+                            f"{' · '.join(per_run)}."))
+    blocks += _verdicts_block(variants, name, figures_dir)
     trials = copy_search_trials(out_root / f"{name}-tuned" / "search", figures_dir / SEARCH_TRIALS) \
         if TUNED in variants else None
     if trials is not None:
         from rnnlab.experiments.studies import EXPERIMENTS
 
-        parts += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
+        blocks += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
     common = [n for n in first.notes if all(n in results.notes for results in stored.values())]
     for label, results in stored.items():
-        parts += [f"## Results {label}", "", _seeds_sentence(results).split(" Time of this call")[0], "",
-                  md_table(*results_table(results)), ""]
         own = [n for n in results.notes if n not in common]   # its analyses' findings, what the search chose
-        parts += [f"- {n}" for n in own] + ([""] if own else [])
+        blocks += [Heading(f"Results {label}"), Paragraph(_seeds_sentence(results).split(" Time of this call")[0]),
+                   Table(*results_table(results)), *([Items(own)] if own else [])]
     if common:
-        parts += ["## Notes", ""] + [f"- {n}" for n in common] + [""]
+        blocks += [Heading("Notes"), Items(common)]
     figures = [(label, f) for label, results in stored.items() for f in results.figures]
     if figures:
-        parts += ["## Figures", ""]
+        blocks.append(Heading("Figures"))
     for label, f in figures:
         source = out_root / (name if label == SETTING else f"{name}-tuned") / f["path"]
         target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
@@ -772,11 +785,12 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
                 (figures_dir / target.name.removeprefix("tuned-")).read_bytes() == source.read_bytes():
             continue    # the same plot either way (an analysis of untrained cells)
         shutil.copyfile(source, target)
-        parts += [f"### {f['title']} ({label})", "", f"![{f['title']}]({name}/{target.name})", "", f["caption"], ""]
+        blocks += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"], f["caption"],
+                                                                  heading=False)]
     for label, results in stored.items():
-        parts += [f"## Settings {label}", ""] + [f"- {line}" for line in _settings_lines(results)] + [""]
+        blocks += [Heading(f"Settings {label}"), Items(_settings_lines(results))]
     path = dest / f"{name}.md"
-    path.write_text("\n".join(parts))
+    path.write_text(markdown(Page(first.title.removesuffix(" (tuned)"), blocks)))
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
     return republish_verdicts(name, dest)
