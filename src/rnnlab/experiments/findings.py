@@ -63,7 +63,6 @@ STATS = {
     "mean_std": "'mean ± std'",
     "sum": "the sum", "count": "how many", "of": "'k of n': the sum of 0/1 values of n",
     "mode": "the most common value", "mode_count": "'k of n' holding the most common value",
-    "difference": "mean − the mean of `against`",
     "welch": "the difference from `against` with its 95% interval and Welch's p, or 'not significant with n seeds'",
     "z": "how many standard deviations `value` lies above the mean",
 }
@@ -97,16 +96,6 @@ class Finding:
                 elif name not in found:
                     found.append(name)
         return found
-
-    def sources(self) -> set[str]:
-        """The stored files (relative to the results root) its quotes read."""
-        files = set()
-        for name in self.names():
-            quote = self.quotes[name]
-            files |= {quote[k] for k in ("table", "page") if k in quote}
-            files |= {t["table"] for t in quote.get("tables", [])}
-            files |= {quote["against"]["table"]} if "against" in quote else set()
-        return files
 
 
 def _substitute(value: Any, names: dict[str, str]) -> Any:
@@ -195,7 +184,7 @@ def _check_quote(where: str, quote: dict[str, Any]) -> None:
         raise FindingError(f"{where}: a page quote needs its pattern")
     if quote.get("stat") not in STATS:
         raise FindingError(f"{where}: stat {quote.get('stat')!r} is not one of {', '.join(STATS)}")
-    if quote["stat"] in ("difference", "welch") and "against" not in quote:
+    if quote["stat"] == "welch" and "against" not in quote:
         raise FindingError(f"{where}: stat {quote['stat']!r} needs `against`")
     if quote["stat"] == "z" and "value" not in quote:
         raise FindingError(f"{where}: stat 'z' needs `value`")
@@ -373,9 +362,8 @@ def quote_value(name: str, quote: dict[str, Any], root: Path, published: dict | 
         if std == 0:
             raise FindingError(f"{where_}: no spread to measure {quote['value']} in standard deviations")
         return fmt((quote["value"] - mean) / std)
+    # a difference between two selections is always quoted with its interval and test over seeds
     other = _values(root, {**quote, **quote["against"], "per": None}, published, f"{where_} (against)")
-    if stat == "difference":
-        return fmt(float(np.mean(xs) - np.mean(other)), quote.get("sign", False))
     difference, low, high, p = welch(xs, other)
     if p < ALPHA:
         return f"{fmt(difference, quote.get('sign', False))} [{fmt(low)}, {fmt(high)}] ({p_text(p)})"
