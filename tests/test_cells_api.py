@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import rnnlab
 from rnnlab.budget import count_params, hidden_for_budget
+from rnnlab.checks import configurations
 
 CELLS = [("rnn", {}), ("rnn", {"activation": "sigmoid"}), ("gru", {}), ("gru", {"variant": "cho"}), ("lstm", {})]
 
@@ -149,18 +150,23 @@ def test_losses_reject_bad_targets():
         rnnlab.sigmoid_binary_cross_entropy(np.zeros((2, 3)), np.zeros((2, 3)), mask=np.zeros(2))
 
 
-@settings(max_examples=30)
+_CONFIGS = [(name, {k: v for k, v in config.items() if k not in ("bias", "recurrent_bias")})
+            for name, cls in sorted(rnnlab.CELLS.items()) if ":" not in name for config in configurations(cls)]
+
+
+@settings(max_examples=60)
 @given(
-    kind=st.sampled_from(["rnn", "gru", "lstm"]), variant=st.sampled_from(["cudnn", "cho"]),
-    I=st.integers(1, 9), H=st.integers(1, 9), O=st.integers(0, 5), L=st.integers(1, 3),
-    bias=st.booleans(), recurrent_bias=st.booleans(),
+    cell=st.sampled_from(_CONFIGS), I=st.integers(1, 9), H=st.integers(1, 9), O=st.integers(0, 5),
+    L=st.integers(1, 3), bias=st.booleans(), recurrent_bias=st.booleans(),
 )
-def test_count_params_matches_built_models(kind, variant, I, H, O, L, bias, recurrent_bias):
-    extra = {"variant": variant} if kind == "gru" else {}
+def test_count_params_matches_built_models(cell, I, H, O, L, bias, recurrent_bias):
+    """Counts from the declared shapes (nothing allocated) equal the built models', for every
+    registered cell in every configuration its options allow."""
+    kind, extra = cell
     stack = rnnlab.Stack.build(kind, I, H, num_layers=L, bias=bias, recurrent_bias=recurrent_bias, **extra)
     built = stack.num_params() + (rnnlab.Linear(H, O).num_params() if O else 0)
     counted = count_params(kind, input_size=I, hidden_size=H, output_size=O, num_layers=L, bias=bias,
-                           recurrent_bias=recurrent_bias, variant=variant)
+                           recurrent_bias=recurrent_bias, **extra)
     assert counted == built
     assert count_params(stack) == stack.num_params() == count_params(dict(stack.params))
 

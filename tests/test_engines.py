@@ -167,9 +167,11 @@ def test_numba_caches_stay_valid_after_later_calls(kind):
 
 
 def test_compiled_programs_are_keyed_by_the_cells_declared_configuration():
-    assert rnnlab.GRU(2, 3, variant="cho").static_config() != rnnlab.GRU(2, 3, variant="cudnn").static_config()
-    assert rnnlab.RNN(2, 3, activation="relu").static_config() == rnnlab.RNN(5, 7, activation="relu").static_config()
-    assert rnnlab.LSTM(2, 3).static_config() == (rnnlab.LSTM,)
+    assert rnnlab.GRU(2, 3, variant="cho").config != rnnlab.GRU(2, 3, variant="cudnn").config
+    assert rnnlab.RNN(2, 3, activation="relu").config == rnnlab.RNN(5, 7, activation="relu").config
+    assert rnnlab.LSTM(2, 3).config == (rnnlab.LSTM, ("forget_bias", 1.0), ("ablate", "none"), ("peepholes", False))
+    assert rnnlab.LSTM(2, 3, ablate="cifg").config != rnnlab.LSTM(2, 3).config
+    hash(rnnlab.LSTM(2, 3, ablate="nog", peepholes=True).config)       # one frozen value: a key
 
 
 def test_jax_engine_enables_float64_only_for_its_own_calls():

@@ -14,6 +14,7 @@ LAYERS = [
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",
+     "rnnlab.checks",
      "rnnlab.interop"),
     ("rnnlab.data",),
     ("rnnlab.train", "rnnlab.replicas"),

@@ -1,4 +1,4 @@
-"""rnnlab: vanilla RNN, GRU and LSTM from scratch in NumPy, with exact BPTT.
+"""rnnlab: vanilla RNN, GRU, LSTM and any cell you bring, from scratch in NumPy, with exact BPTT.
 
 >>> import numpy as np, rnnlab
 >>> cell = rnnlab.GRU(3, 5, variant="cho", seed=0)
@@ -9,8 +9,20 @@ True
 """
 
 from rnnlab.budget import count_params, hidden_for_budget
-from rnnlab.cells import GRU, LSTM, RNN, Cache, Cell, Stack
-from rnnlab.cells.stack import make_cell
+from rnnlab.cells import (
+    CELLS,
+    GRU,
+    LSTM,
+    RNN,
+    Cache,
+    Cell,
+    Option,
+    Stack,
+    cell_class,
+    load_cell_file,
+    make_cell,
+    register_cell,
+)
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.gradcheck import GradcheckResult, gradcheck, numerical_gradient
 from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
@@ -19,7 +31,8 @@ from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, s
 __version__ = "0.1.0"
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "Cache", "Cell", "Stack", "DEFAULT_TRAINING_ENGINE", "ENGINES", "Embedding", "Linear",
+    "CELLS", "GRU", "LSTM", "RNN", "Cache", "Cell", "Option", "Stack", "cell_class", "load_cell_file",
+    "register_cell", "DEFAULT_TRAINING_ENGINE", "ENGINES", "Embedding", "Linear",
     "GradcheckResult",
     "count_params", "gradcheck", "hidden_for_budget", "make_cell", "numerical_gradient",
     "select_last", "select_last_backward", "sigmoid_binary_cross_entropy", "softmax_cross_entropy",

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rnnlab.cells.stack import CELLS
+import numpy as np
+
+from rnnlab.cells.registry import cell_class
 from rnnlab.common import check_positive_int
 
-GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
-
-def _layer_count(cell: str, input_size: int, hidden: int, bias: bool, recurrent_bias: bool, variant: str) -> int:
-    G = GATES[cell]
-    n = G * (input_size * hidden + hidden * hidden)
-    if bias:
-        n += G * hidden
-        if recurrent_bias:
-            n += G * hidden
-        elif cell == "gru" and variant == "cudnn":
-            n += hidden  # b_hn
-    return n
+def _layer_count(cell: str, input_size: int, hidden: int, bias: bool, recurrent_bias: bool, options: dict) -> int:
+    shapes = cell_class(cell).shapes_for(input_size, hidden, bias=bias, recurrent_bias=recurrent_bias, **options)
+    return int(sum(np.prod(shape, dtype=np.int64) for shape in shapes.values()))
 
 
 def count_params(
@@ -33,14 +26,16 @@ def count_params(
     num_layers: int = 1,
     bias: bool = True,
     recurrent_bias: bool = False,
-    variant: str = "cudnn",
+    **options: Any,
 ) -> int:
     """Number of parameters.
 
     ``count_params(obj)`` counts an object with ``num_params()`` or ``params``, or a dict of arrays.
     ``count_params("gru", input_size=7, hidden_size=10, output_size=7)`` computes it for a cell
     name without building anything: ``num_layers`` stacked layers plus, if ``output_size``, a
-    linear readout with bias.
+    linear readout with bias; ``options`` are the cell's (``variant="cho"``, ``ablate="cifg"``).
+    The count comes from the cell's declared parameter shapes, so any registered cell (or
+    ``"file.py:Class"``) can be counted.
     """
     if not isinstance(model, str):
         if hasattr(model, "num_params"):
@@ -49,15 +44,13 @@ def count_params(
         if not hasattr(params, "values"):
             raise ValueError(f"model: expected a cell name, a module or a dict of arrays, got {type(model).__name__}")
         return int(sum(v.size for v in params.values()))
-    if model not in CELLS:
-        raise ValueError(f"cell: unknown cell {model!r}; expected one of {tuple(CELLS)}")
     if input_size is None or hidden_size is None:
         raise ValueError("input_size and hidden_size: both are required when counting by cell name")
     input_size = check_positive_int(input_size, "input_size")
     hidden_size = check_positive_int(hidden_size, "hidden_size")
     num_layers = check_positive_int(num_layers, "num_layers")
     total = sum(
-        _layer_count(model, input_size if i == 0 else hidden_size, hidden_size, bias, recurrent_bias, variant)
+        _layer_count(model, input_size if i == 0 else hidden_size, hidden_size, bias, recurrent_bias, options)
         for i in range(num_layers)
     )
     if output_size:
@@ -68,7 +61,7 @@ def count_params(
 def hidden_for_budget(cell: str, budget: int, input_size: int, output_size: int = 0, **kwargs: Any) -> int:
     """The hidden size whose parameter count (``count_params``) is closest to ``budget``.
 
-    Ties go to the smaller network. kwargs: num_layers, bias, recurrent_bias, variant.
+    Ties go to the smaller network. kwargs: num_layers, bias, recurrent_bias and the cell's options.
     """
     budget = check_positive_int(budget, "budget")
 

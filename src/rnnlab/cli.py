@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.cells.registry import CELLS, is_cell_file, load_cell_file
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.executors import EXECUTORS
 from rnnlab.experiments.settings import (
@@ -21,6 +22,7 @@ from rnnlab.experiments.settings import (
     jsonable,
     load_trained,
     read_toml,
+    resolve_engine,
     resolve_settings,
     settings_table,
     train_config,
@@ -115,6 +117,8 @@ def _train(args: argparse.Namespace) -> int:
     from rnnlab.train import TrainingDiverged, fit
 
     settings = settings_from_args(args)
+    if (args.engine or DEFAULT_TRAINING_ENGINE) == "auto":
+        print(f"engine {resolve_engine({**settings, 'engine': 'auto'})[1]}", file=sys.stderr)
     task, model = build(settings)
     config = train_config(settings, progress=not args.quiet)
     out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
@@ -359,7 +363,7 @@ def _executor_options(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _engine_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=tuple(ENGINES), default=None,
+    parser.add_argument("--engine", choices=("auto",) + tuple(ENGINES), default=None,
                         help=f"time loops (default: the run's own setting, else {DEFAULT_TRAINING_ENGINE}; numpy is "
                         "the reference)")
 
@@ -372,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for add in (_demo_command, _train_command, _evaluate_command, _data_command, _analyze_command,
+    for add in (_demo_command, _check_cell_command, _train_command, _evaluate_command, _data_command, _analyze_command,
                 _study_commands, _sweep_command):
         add(sub)
     return parser
@@ -387,6 +391,31 @@ def _demo_command(sub) -> None:
     demo.add_argument("--engine", choices=tuple(ENGINES), default=None,
                       help="time loops (default: numpy, the reference)")
     demo.set_defaults(run=_demo)
+
+
+def _check_cell_command(sub) -> None:
+    """rnnlab check-cell."""
+    check = sub.add_parser("check-cell", help="check a cell's adjoint on every engine it runs on",
+                           formatter_class=HelpFormatter,
+                           description="Shapes and parameter count; the adjoint against finite differences in "
+                           "float64 (full BPTT, masks, truncation k = 0, 1, 2), against jax.vjp of the cell's own "
+                           "step when JAX is installed, and every engine against the NumPy reference; for every "
+                           "configuration of the cell's options. Exit status 1 when a check fails.")
+    check.add_argument("cells", nargs="+", metavar="CELL",
+                       help="path/to/file.py:ClassName or a registered name (" + ", ".join(CELLS) + ")")
+    check.add_argument("--seed", type=int, default=0, help="random draws")
+    check.set_defaults(run=_check_cell)
+
+
+def _check_cell(args: argparse.Namespace) -> int:
+    from rnnlab.checks import check_cell
+
+    failed = 0
+    for name in args.cells:
+        report = check_cell(name, seed=args.seed)
+        print(report)
+        failed += not report.passed
+    return 1 if failed else 0
 
 
 def _train_command(sub) -> None:
@@ -504,9 +533,23 @@ def _sweep_command(sub) -> None:
     sw.set_defaults(run=_sweep)
 
 
+def _load_named_cells(argv: list[str]) -> None:
+    """Import the cells named by file (``--cell path.py:Class``) before the parser is built, so that
+    their options are flags; an error here names the file and is reported by the command."""
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--cell=") else argv[i + 1] if arg == "--cell" and \
+            i + 1 < len(argv) else None
+        if value is not None and is_cell_file(value):
+            try:
+                load_cell_file(value)
+            except ValueError:
+                pass            # the command reports it, with the flag it came from
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    _load_named_cells(argv)
+    parser = build_parser()
     args = parser.parse_args(argv)
     args.command_line = "rnnlab " + " ".join(shlex.quote(a) for a in argv)
     try:

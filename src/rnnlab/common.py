@@ -49,3 +49,19 @@ def check_back_steps(back_steps: Any) -> int | None:
     if isinstance(back_steps, bool) or not isinstance(back_steps, (int, np.integer)) or back_steps < 0:
         raise ValueError(f"back_steps: expected None (full BPTT) or an integer >= 0, got {back_steps!r}")
     return int(back_steps)
+
+
+def optional_float(text: Any) -> float | None:
+    """A number, or None for "none"/None (settings, TOML values and cell options)."""
+    return None if text is None or str(text).lower() == "none" else float(text)
+
+
+def to_bool(text: Any) -> bool:
+    """True/False from a bool or its usual spellings (1/0, true/false, yes/no, on/off)."""
+    if isinstance(text, (bool, np.bool_)):
+        return bool(text)
+    if str(text).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(text).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")

@@ -126,8 +126,7 @@ def _programs(model: RecurrentModel, config: TrainConfig, rule):
     """The compiled (train step, batch evaluation) for this kind of model, configuration and rule,
     kept across calls: the traced functions read only the structure below from ``model``,
     ``config`` and ``rule`` (shapes are JAX's own cache key)."""
-    layers = tuple((type(c), getattr(c, "activation", None), getattr(c, "variant", None), c.input_size,
-                    c.hidden_size, tuple(c.params)) for c in model.rnn.layers)
+    layers = tuple((c.config, c.input_size, c.hidden_size, tuple(c.params)) for c in model.rnn.layers)
     hyper = tuple(sorted((k, v) for k, v in vars(rule).items() if k not in ("params", "state", "lr", "steps")))
     key = (layers, model.head, model.loss_name, model.one_hot, model.embedding is not None, model.input_size,
            str(model.dtype), tuple(model.readout.params), config.back_steps, config.clip, config.clip_value,

@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.gru import gru_step
-from rnnlab.cells.lstm import lstm_step
-from rnnlab.cells.rnn import rnn_step
+from rnnlab.cells.registry import cell_class
 from rnnlab.data.synthetic import lk_words
 
-CELLS = {
-    "rnn-sigmoid": (1, lambda p, xw, s: rnn_step(p, xw, s, "sigmoid")),
-    "rnn-tanh": (1, lambda p, xw, s: rnn_step(p, xw, s, "tanh")),
-    "gru-cho": (3, lambda p, xw, s: gru_step(p, xw, s, "cho")),
-    "gru-cudnn": (3, lambda p, xw, s: gru_step(p, xw, s, "cudnn")),
-    "lstm": (4, lstm_step),
+VARIANTS = {   # name → (cell, options); any registered cell name also works, with its default options
+    "rnn-sigmoid": ("rnn", {"activation": "sigmoid"}),
+    "rnn-tanh": ("rnn", {"activation": "tanh"}),
+    "gru-cho": ("gru", {"variant": "cho"}),
+    "gru-cudnn": ("gru", {"variant": "cudnn"}),
 }
 ALIASES = {"rnn": "rnn-sigmoid", "gru": "gru-cho"}  # the variants S2 uses
 INITS = ("normal", "xavier", "uniform")
@@ -54,19 +51,24 @@ def draw_weights(rng: np.random.Generator, draws: int, fan_in: int, width: int, 
 def discrepancy_curve(cell: str, k: int, init: str = "normal", max_l: int = 50, draws: int = 2000,
                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """D(l, k) and its standard error over draws for l = 1..max_l: two arrays of length max_l."""
-    cell = ALIASES.get(cell, cell)
-    if cell not in CELLS:
-        raise ValueError(f"cell: unknown cell {cell!r}; expected one of {tuple(CELLS) + tuple(ALIASES)}")
-    gates, step = CELLS[cell]
+    name, options = VARIANTS.get(ALIASES.get(cell, cell), (cell, {}))
+    try:
+        model = cell_class(name)(2, k, bias=False, **options)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"cell: cannot build {cell!r} ({err}); expected a registered cell or one of "
+                         f"{tuple(VARIANTS) + tuple(ALIASES)}") from None
     rng = np.random.default_rng(seed)
-    p = {"W_x": draw_weights(rng, draws, 2, gates * k, init), "W_h": draw_weights(rng, draws, k, gates * k, init)}
+    # every parameter drawn per draw (W_x first, as the paper's W and U); vectors broadcast over the two words
+    p = {n: draw_weights(rng, draws, shape[0], shape[1], init) if len(shape) == 2
+         else draw_weights(rng, draws, k, shape[0], init)[:, :1]
+         for n, shape in model.param_shapes().items()}
     u, v = lk_words(max_l)
     words = np.stack([u, v], axis=1)                                    # (max_l, 2, 2): step, word, symbol
     xw = np.einsum("lws,psg->lpwg", words, p["W_x"])                   # (max_l, P, 2 words, G·k)
-    state = tuple(np.zeros((draws, 2, k)) for _ in range(2 if cell == "lstm" else 1))
+    state = tuple(np.zeros((draws, 2, k)) for _ in range(model.state_size))
     D, se = np.empty(max_l), np.empty(max_l)
     for t in range(max_l):
-        state, _ = step(p, xw[t], state)
+        state, _ = model.step(p, xw[t], state)
         dist = np.linalg.norm(state[0][:, 0] - state[0][:, 1], axis=-1)  # (P,)
         D[t], se[t] = dist.mean(), dist.std(ddof=1) / np.sqrt(draws) if draws > 1 else 0.0
     return D, se

@@ -28,11 +28,10 @@ from rnnlab.analysis.run import (
     write_gradient_flow,
     write_reber_readout,
 )
+from rnnlab.cells.registry import cell_title
 from rnnlab.data.tasks import get_task
 from rnnlab.metrics import metric as metric_info
 from rnnlab.train import evaluate
-
-CELL_NAMES = {"rnn": "vanilla", "gru": "GRU", "lstm": "LSTM"}
 
 
 @dataclass
@@ -228,7 +227,7 @@ class Discrepancy:
         records = write_discrepancy(out, self.cells, ("normal",), max_k, max_l, draws)["records"]
         table = {(r["cell"], r["l"], r["k"]): r for r in records}
         l, k = min(self.at[0], max_l), min(self.at[1], max_k)
-        shown = ", ".join(f"{CELL_NAMES.get(c, c)} " + ("below float64 precision" if table[(c, l, k)]["below_precision"]
+        shown = ", ".join(f"{cell_title(c)} " + ("below float64 precision" if table[(c, l, k)]["below_precision"]
                                                         else f"{table[(c, l, k)]['D']:.2e}") for c in self.cells)
         return Findings(
             [Figure("(l,k)-discrepancy of untrained networks (S2)", out / "discrepancy_heatmap_normal.png",
@@ -243,10 +242,10 @@ def _discrepancy_along_l(table: dict, cells: tuple[str, ...], k: int, max_l: int
     """S2's finding in numbers: D(l, k) along l per cell, how much of D(1, k) is left after 10 steps, and at
     how many l each gated cell's D is above the vanilla network's by more than 1.96 standard errors."""
     ls = [l for l in (1, 2, 5, 10, 20, 50) if l <= max_l]
-    along = "; ".join(f"{CELL_NAMES.get(c, c)} " + ", ".join(f"{table[(c, l, k)]['D']:.2g}" for l in ls)
+    along = "; ".join(f"{cell_title(c)} " + ", ".join(f"{table[(c, l, k)]['D']:.2g}" for l in ls)
                       for c in cells)
     last = min(10, max_l)
-    kept = ", ".join(f"{CELL_NAMES.get(c, c)} {100 * table[(c, last, k)]['D'] / table[(c, 1, k)]['D']:.2g}%"
+    kept = ", ".join(f"{cell_title(c)} {100 * table[(c, last, k)]['D'] / table[(c, 1, k)]['D']:.2g}%"
                      for c in cells)
     vanilla = cells[0]
 
@@ -254,7 +253,7 @@ def _discrepancy_along_l(table: dict, cells: tuple[str, ...], k: int, max_l: int
         a, b = table[(cell, l, k)], table[(vanilla, l, k)]
         return a["D"] - b["D"] > 1.96 * math.hypot(a["se"], b["se"])
 
-    above = ", ".join(f"{CELL_NAMES.get(c, c)} at {sum(clearly_above(c, l) for l in range(1, max_l + 1))} of {max_l}"
+    above = ", ".join(f"{cell_title(c)} at {sum(clearly_above(c, l) for l in range(1, max_l + 1))} of {max_l}"
                       for c in cells[1:])
     return (f"D(l,{k}) over {draws} N(0,1) draws for l = {', '.join(map(str, ls))}: {along}. Left of D(1,{k}) after "
             f"{last} steps: {kept}. Above the vanilla network's D by more than 1.96 standard errors: {above} "

@@ -1,9 +1,18 @@
-"""The three recurrent cells and the stack that layers them."""
+"""The recurrent cells (the three classics and the zoo the literature compares), their registry,
+and the stack that layers them."""
 
-from rnnlab.cells.base import Cache, Cell, ParamView
+from rnnlab.cells.antisymmetric import AntisymmetricRNN, GatedAntisymmetricRNN
+from rnnlab.cells.base import Cache, Cell, Option, ParamView
 from rnnlab.cells.gru import GRU
+from rnnlab.cells.indrnn import IndRNN
+from rnnlab.cells.janet import JANET
 from rnnlab.cells.lstm import LSTM
-from rnnlab.cells.rnn import RNN
+from rnnlab.cells.mingru import MinGRU
+from rnnlab.cells.registry import CELLS, cell_class, cell_options, load_cell_file, make_cell, register_cell
+from rnnlab.cells.rnn import IRNN, RNN  # noqa: I001 (the classics register first: their options' defaults lead)
 from rnnlab.cells.stack import Stack
+from rnnlab.cells.ugrnn import UGRNN
 
-__all__ = ["Cache", "Cell", "ParamView", "GRU", "LSTM", "RNN", "Stack"]
+__all__ = ["Cache", "Cell", "Option", "ParamView", "CELLS", "cell_class", "cell_options", "load_cell_file",
+           "make_cell", "register_cell", "RNN", "IRNN", "GRU", "LSTM", "AntisymmetricRNN", "GatedAntisymmetricRNN",
+           "IndRNN", "JANET", "MinGRU", "UGRNN", "Stack"]

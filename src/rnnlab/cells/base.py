@@ -10,7 +10,10 @@ a cell never imports an engine.
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,19 +75,62 @@ class ParamView(MutableMapping):
         return sum(len(child.params) for child in self._children.values())
 
 
-class Cell:
-    """Base class of RNN, GRU and LSTM; see those for the equations and parameter names.
+@dataclass(frozen=True)
+class Option:
+    """A constructor option that changes a cell's equations (an activation, a variant, an ablation).
 
-    Parameters common to all cells: ``W_x`` (input_size, G*hidden), ``W_h`` (hidden, G*hidden),
-    ``b`` (G*hidden,) when ``bias``; ``b_h`` (G*hidden,) when ``recurrent_bias`` (a second bias
-    on the recurrent side, as PyTorch's ``bias_hh``; redundant for the math but it changes
-    parameter counts, e.g. the 13,314 of S5). G is the number of gates, fused in one matrix in
-    PyTorch's gate order.
+    Declared on the cell class (``options = (Option(...), ...)``), so that the command line, TOML
+    files, studies and sweeps can set it by name (``--activation relu``) without knowing the cell.
     """
 
+    name: str
+    default: Any
+    convert: Callable[[Any], Any]
+    help: str
+    choices: tuple | None = None
+
+    def check(self, value: Any, cell: str) -> Any:
+        try:
+            value = self.convert(value)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{cell}: invalid value {value!r} for option {self.name} ({err})") from None
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{cell}: invalid value {value!r} for option {self.name}; expected one of {self.choices}")
+        return value
+
+
+class Cell:
+    """Base class of every recurrent cell; see RNN, GRU and LSTM for the equations and parameter names.
+
+    A cell declares, as class attributes, the facts the framework needs without running it:
+
+    - ``gates``: how many (B, hidden) blocks the input projection ``x W_x + b`` has (G);
+    - ``state_size``: state components (2 for an LSTM's (h, c));
+    - ``options``: its math-changing constructor options (``Option``); their values form ``config``,
+      one frozen value that keys every compiled program;
+    - ``param_shapes()``: every parameter's shape, computed from the configuration without
+      allocating anything (budgets are matched from it);
+    - ``recurrent_grads()``: what the recurrent parameters' gradients read.
+
+    The parameters most cells share: ``W_x`` (input_size, G*hidden), ``W_h`` (hidden, G*hidden),
+    ``b`` (G*hidden,) when ``bias``; ``b_h`` (G*hidden,) when ``recurrent_bias`` (a second bias
+    on the recurrent side, as PyTorch's ``bias_hh``; redundant for the math but it changes
+    parameter counts, e.g. the 13,314 of S5). The gates are fused in one matrix in PyTorch's order.
+
+    ``engine``: ``"numpy"`` (the reference), ``"numba"`` (the cell's fused kernels), ``"jax"``, or
+    ``"auto"``: Numba when the cell has fused kernels for its configuration, else JAX when it is
+    installed, else NumPy (``engine_reason`` says why).
+    """
+
+    name: str = ""                 # the registry name (``register_cell``)
+    title: str = ""                # how reports name the cell ("vanilla", "GRU"); default: its class name
     gates: int = 1
-    state_size: int = 1  # number of state components (2 for LSTM)
-    static: tuple[str, ...] = ()  # attributes that change the equations (compiled programs are keyed by them)
+    state_size: int = 1
+    options: tuple[Option, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _signature(cls)
 
     def __init__(
         self,
@@ -99,10 +145,19 @@ class Cell:
         seed: int | None = None,
         dtype: Any = np.float64,
         engine: str = "numpy",
+        **options: Any,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine: unknown engine {engine!r}; expected one of {tuple(ENGINES)}")
-        self.engine = engine
+        self._configure(input_size, hidden_size, bias, recurrent_bias, init, init_scale, recurrent_init, dtype, options)
+        self.engine, self.engine_reason = self._choose_engine(engine)
+        rng = np.random.default_rng(seed)
+        self.params: dict[str, Array] = {name: self.init_param(name, shape, rng)
+                                         for name, shape in self.param_shapes().items()}
+        self.initialize(rng)
+
+    def _configure(self, input_size, hidden_size, bias, recurrent_bias, init, init_scale, recurrent_init, dtype,
+                   options: dict) -> None:
+        """Everything but the parameter values: enough for ``param_shapes``."""
+        cell = type(self).__name__
         self.input_size = check_positive_int(input_size, "input_size")
         self.hidden_size = check_positive_int(hidden_size, "hidden_size")
         if not isinstance(bias, (bool, np.bool_)):
@@ -115,21 +170,70 @@ class Cell:
         self.recurrent_init = check_scheme(recurrent_init or init, "recurrent_init")
         self.init_scale = init_scale
         self.dtype = check_dtype(dtype)
-        rng = np.random.default_rng(seed)
-        I, H, G = self.input_size, self.hidden_size, self.gates
-        self.params: dict[str, Array] = {
-            "W_x": init_weight(rng, I, H, G, self.init, init_scale, self.dtype),
-            "W_h": init_weight(rng, H, H, G, self.recurrent_init, init_scale, self.dtype),
-        }
-        if self.bias:
-            self.params["b"] = init_bias(rng, H, G * H, self.init, init_scale, self.dtype)
-            if self.recurrent_bias:
-                self.params["b_h"] = init_bias(rng, H, G * H, self.init, init_scale, self.dtype)
-        self.params.update(self.extra_params(rng))
+        declared = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            raise TypeError(f"{cell}: unknown option(s) {unknown}; its options are {sorted(declared) or 'none'}")
+        for option in self.options:
+            setattr(self, option.name, option.check(options.get(option.name, option.default), cell))
+        self.config = (type(self),) + tuple((o.name, getattr(self, o.name)) for o in self.options)
 
-    def extra_params(self, rng: np.random.Generator) -> dict[str, Array]:
-        """Parameters beyond W_x, W_h, b, b_h that a cell's equations need."""
-        return {}
+    @classmethod
+    def shapes_for(cls, input_size: int, hidden_size: int, *, bias: bool = True, recurrent_bias: bool = False,
+                   **options: Any) -> dict[str, tuple[int, ...]]:
+        """The parameter shapes of a cell built with these arguments, without allocating it."""
+        cell = cls.__new__(cls)
+        cell._configure(input_size, hidden_size, bias, recurrent_bias, "uniform", None, None, np.float64, options)
+        return cell.param_shapes()
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every parameter's shape, in the order they are initialised (and drawn from the seed)."""
+        I, H, G = self.input_size, self.hidden_size, self.gates
+        shapes = {"W_x": (I, G * H), "W_h": (H, G * H)}
+        if self.bias:
+            shapes["b"] = (G * H,)
+            if self.recurrent_bias:
+                shapes["b_h"] = (G * H,)
+        return shapes
+
+    def init_param(self, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> Array:
+        """A parameter's initial value: weight matrices gate block by gate block under ``init``
+        (``recurrent_init`` for ``W_h``), vectors as biases (``rnnlab.init``)."""
+        H = self.hidden_size
+        if len(shape) == 1:
+            return init_bias(rng, H, shape[0], self.init, self.init_scale, self.dtype)
+        scheme = self.recurrent_init if name == "W_h" else self.init
+        return init_weight(rng, shape[0], H, shape[1] // H, scheme, self.init_scale, self.dtype)
+
+    def initialize(self, rng: np.random.Generator) -> None:
+        """Changes a cell makes to the drawn parameters (a forget bias, an identity matrix)."""
+
+    def has_kernels(self) -> bool:
+        """Whether the Numba engine has fused kernels for this cell in this configuration."""
+        return hasattr(self, "fused_forward")
+
+    @classmethod
+    def choose_engine(cls, engine: str, *, bias: bool = True, recurrent_bias: bool = False,
+                      **options: Any) -> tuple[str, str]:
+        """(the engine a cell built with these arguments runs on, why): ``auto`` resolved."""
+        cell = cls.__new__(cls)
+        cell._configure(2, 2, bias, recurrent_bias, "uniform", None, None, np.float64, options)
+        return cell._choose_engine(engine)
+
+    def _choose_engine(self, engine: str) -> tuple[str, str]:
+        cell = type(self).__name__
+        if engine == "auto":
+            if self.has_kernels() and "numba" in ENGINES:
+                return "numba", f"auto: numba ({cell} has fused kernels)"
+            if importlib.util.find_spec("jax") is not None and "jax" in ENGINES:
+                return "jax", f"auto: jax ({cell} has no fused kernels; JAX compiles its step)"
+            return "numpy", f"auto: numpy ({cell} has no fused kernels and JAX is not installed)"
+        if engine not in ENGINES:
+            raise ValueError(f"engine: unknown engine {engine!r}; expected one of {('auto',) + tuple(ENGINES)}")
+        if engine == "numba" and not self.has_kernels():
+            raise ValueError(f"engine: {cell} has no fused Numba kernels in this configuration; use engine='auto', "
+                             "'jax' or 'numpy'")
+        return engine, engine
 
     # -- the cell's math, supplied by subclasses ---------------------------------------------
     def step(self, p: dict[str, Array], xw: Array, state: State, xp=np) -> tuple[State, dict[str, Array]]:
@@ -150,7 +254,7 @@ class Cell:
     def recurrent_grads(self, p: dict[str, Array], prev_h: Array, steps: dict[str, Array], dhw: Array,
                         xp=np) -> dict:
         """Gradients of the recurrent parameters from dhw (T*B, G*H) and prev_h (T*B, H)."""
-        grads = {"W_h": prev_h.T @ dhw}
+        grads = {"W_h": prev_h.T @ dhw} if "W_h" in p else {}
         if "b_h" in p:
             grads["b_h"] = dhw.sum(axis=0)
         return grads
@@ -239,7 +343,11 @@ class Cell:
             grads["b"] = dxw2.sum(axis=0)
         return {name: grads[name] for name in p}
 
-    def static_config(self) -> tuple:
-        """What, besides parameter values and shapes, decides this cell's equations: its class and
-        the attributes it declares in ``static``."""
-        return (type(self),) + tuple(getattr(self, name) for name in self.static)
+
+def _signature(cls: type) -> inspect.Signature:
+    """The constructor's signature as a user reads it: the base keywords and the cell's declared
+    options as explicit keyword arguments (``help(rnnlab.RNN)`` shows ``activation='tanh'``)."""
+    base = inspect.signature(Cell.__init__)
+    params = [p for p in base.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD][1:]  # no self
+    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default) for o in cls.options]
+    return base.replace(parameters=params)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell
+from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
-from rnnlab.init import init_bias
 
 VARIANTS = ("cudnn", "cho")
+GATE_INPUTS = ("xh", "h", "x", "bias")
 
 
 def gru_step(p, xw, state, variant: str, xp=np):
@@ -85,6 +86,68 @@ def gru_step_backward(p, dstate, cache, prev, variant: str, xp=np):
     return (dh_prev,), dxw, dhw
 
 
+def gru_ladder_step(p, xw, state, variant: str, gate_inputs: str, xp=np):
+    """The GRU whose gates read only h, only x, or only their bias (``GRU.gate_inputs``); the
+    candidate and the update are the GRU's. xw holds the candidate's block, after the gates' blocks
+    when the gates read x."""
+    (h,) = state
+    H = h.shape[-1]
+    W_h, b_h = p["W_h"], p.get("b_h")
+    if gate_inputs == "h":
+        rz_pre = h @ W_h[..., :2 * H] + (0.0 if b_h is None else b_h[..., :2 * H])
+        W_hn, b_hn_rec, xw_n = W_h[..., 2 * H:], (None if b_h is None else b_h[..., 2 * H:]), xw
+    elif gate_inputs == "x":
+        rz_pre, W_hn, b_hn_rec, xw_n = xw[..., :2 * H], W_h, b_h, xw[..., 2 * H:]
+    else:                                           # "bias": the gates see neither x nor h
+        rz_pre, W_hn, b_hn_rec, xw_n = 0.0 * xp.concatenate([h, h], axis=-1), W_h, b_h, xw
+    if "b_g" in p:
+        rz_pre = rz_pre + p["b_g"]
+    rz = sigmoid(rz_pre, xp)
+    r, z = rz[..., :H], rz[..., H:]
+    if variant == "cudnn":
+        hw_n = h @ W_hn
+        for extra in (b_hn_rec, p.get("b_hn")):
+            if extra is not None:
+                hw_n = hw_n + extra
+        n = xp.tanh(xw_n + r * hw_n)
+        cache = {"rz": rz, "n": n, "hw_n": hw_n}
+    else:
+        rh = r * h
+        n = xp.tanh(xw_n + rh @ W_hn + (0.0 if b_hn_rec is None else b_hn_rec))
+        cache = {"rz": rz, "n": n, "rh": rh}
+    return (n + z * (h - n),), cache
+
+
+def gru_ladder_step_backward(p, dstate, cache, prev, variant: str, gate_inputs: str, xp=np):
+    """Adjoint of ``gru_ladder_step``. dxw covers the blocks of xw; dhw is [dr_pre, dz_pre, the
+    candidate's recurrent gradient] when the gates do not read x (their bias and, for "h", W_h's
+    gate blocks take it), else the candidate's block alone."""
+    (dh,) = dstate
+    (h,) = prev
+    H = h.shape[-1]
+    rz, n = cache["rz"], cache["n"]
+    r, z = rz[..., :H], rz[..., H:]
+    W_hn = p["W_h"][..., 2 * H:] if gate_inputs == "h" else p["W_h"]
+    dn_pre = dh * (1.0 - z) * (1.0 - n * n)
+    dz_pre = dh * (h - n) * z * (1.0 - z)
+    dh_prev = dh * z
+    if variant == "cudnn":
+        dr_pre = dn_pre * cache["hw_n"] * r * (1.0 - r)
+        dhw_n = dn_pre * r
+        dh_prev = dh_prev + dhw_n @ matrix_transpose(W_hn)
+    else:
+        drh = dn_pre @ matrix_transpose(W_hn)
+        dr_pre = drh * h * r * (1.0 - r)
+        dhw_n = dn_pre
+        dh_prev = dh_prev + drh * r
+    if gate_inputs == "h":
+        dh_prev = dh_prev + xp.concatenate([dr_pre, dz_pre], axis=-1) @ matrix_transpose(p["W_h"][..., :2 * H])
+    if gate_inputs == "x":
+        return (dh_prev,), xp.concatenate([dr_pre, dz_pre, dn_pre], axis=-1), dhw_n
+    return (dh_prev,), dn_pre, xp.concatenate([dr_pre, dz_pre, dhw_n], axis=-1)
+
+
+@register_cell("gru")
 class GRU(Cell):
     """GRU cell; see the module docstring for the equations of ``variant="cudnn"|"cho"``.
 
@@ -92,26 +155,48 @@ class GRU(Cell):
     ``b`` (3*hidden,) if bias; for ``"cudnn"`` also ``b_hn`` (hidden,), the bias inside r ⊙ (...)
     that cannot be folded into ``b``; with ``recurrent_bias=True`` a full ``b_h`` (3*hidden,)
     replaces ``b_hn`` (PyTorch's ``bias_hh``).
+
+    ``gate_inputs``: what the gates r and z read (Dey & Salem 2017's ladder; the candidate n is
+    always the GRU's): ``"xh"`` x and h (the GRU); ``"h"`` h only (GRU1): W_x and b keep only the
+    candidate's block and the gates' bias is ``b_g`` (2*hidden,); ``"x"`` x only: W_h keeps only
+    the candidate's block (hidden, hidden); ``"bias"`` neither (GRU3, a leaky integrator with
+    learned rates): r, z = σ(b_g). Only ``"xh"`` has fused Numba kernels.
     """
 
+    title = "GRU"
     gates = 3
-    static = ("variant",)
+    options = (
+        Option("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)", VARIANTS),
+        Option("gate_inputs", "xh", str, "GRU: what the reset and update gates read: x and h (the GRU), h only "
+               "(GRU1), x only, or their bias only (GRU3)", GATE_INPUTS),
+    )
 
-    def __init__(self, input_size: int, hidden_size: int, variant: str = "cudnn", **kwargs) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"variant: unknown GRU variant {variant!r}; expected one of {VARIANTS}")
-        self.variant = variant
-        super().__init__(input_size, hidden_size, **kwargs)
+    def param_shapes(self):
+        I, H = self.input_size, self.hidden_size
+        x_blocks = 3 if self.gate_inputs in ("xh", "x") else 1      # the gates' blocks of W_x and b
+        h_blocks = 3 if self.gate_inputs in ("xh", "h") else 1      # the gates' blocks of W_h
+        shapes = {"W_x": (I, x_blocks * H), "W_h": (H, h_blocks * H)}
+        if self.bias:
+            shapes["b"] = (x_blocks * H,)
+            if self.recurrent_bias:
+                shapes["b_h"] = (h_blocks * H,)
+            if self.variant == "cudnn" and not self.recurrent_bias:
+                shapes["b_hn"] = (H,)
+            if x_blocks == 1:
+                shapes["b_g"] = (2 * H,)
+        return shapes
 
-    def extra_params(self, rng):
-        if self.variant == "cudnn" and self.bias and not self.recurrent_bias:
-            return {"b_hn": init_bias(rng, self.hidden_size, self.hidden_size, self.init, self.init_scale, self.dtype)}
-        return {}
+    def has_kernels(self) -> bool:
+        return self.gate_inputs == "xh"
 
     def step(self, p, xw, state, xp=np):
+        if self.gate_inputs != "xh":
+            return gru_ladder_step(p, xw, state, self.variant, self.gate_inputs, xp)
         return gru_step(p, xw, state, self.variant, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
+        if self.gate_inputs != "xh":
+            return gru_ladder_step_backward(p, dstate, cache, prev, self.variant, self.gate_inputs, xp)
         return gru_step_backward(p, dstate, cache, prev, self.variant, xp)
 
     def fused_forward(self, p, xw, state0, mask):
@@ -140,6 +225,8 @@ class GRU(Cell):
 
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         H = prev_h.shape[-1]
+        if self.gate_inputs != "xh":
+            return self._ladder_recurrent_grads(p, prev_h, steps, dhw, xp)
         if self.variant == "cudnn":
             grads = {"W_h": prev_h.T @ dhw}
         else:  # the candidate's recurrent input is r ⊙ h, not h
@@ -148,6 +235,21 @@ class GRU(Cell):
             grads["b_h"] = dhw.sum(axis=0)
         if "b_hn" in p:
             grads["b_hn"] = dhw[..., 2 * H:].sum(axis=0)
+        return grads
+
+    def _ladder_recurrent_grads(self, p, prev_h, steps, dhw, xp):
+        H = prev_h.shape[-1]
+        dhw_n = dhw[..., -H:]                        # the candidate's recurrent pre-activation gradient
+        reads = prev_h if self.variant == "cudnn" else steps["rh"]
+        grads = {"W_h": reads.T @ dhw_n}
+        if self.gate_inputs == "h":
+            grads["W_h"] = xp.concatenate([prev_h.T @ dhw[..., :2 * H], grads["W_h"]], axis=1)
+        if "b_h" in p:
+            grads["b_h"] = dhw.sum(axis=0) if self.gate_inputs == "h" else dhw_n.sum(axis=0)
+        if "b_hn" in p:
+            grads["b_hn"] = dhw_n.sum(axis=0)
+        if "b_g" in p:
+            grads["b_g"] = dhw[..., :2 * H].sum(axis=0)
         return grads
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell
+from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
-from rnnlab.common import matrix_transpose, sigmoid
+from rnnlab.cells.registry import register_cell
+from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
 
 
 def lstm_step(p, xw, state, xp=np):
@@ -55,29 +56,144 @@ def lstm_step_backward(p, dstate, cache, prev, xp=np):
     return (da @ matrix_transpose(p["W_h"]), dc_total * f), da, da
 
 
+# Greff et al. 2017's variants: which gate blocks each keeps (in the fused order i, f, g, o)
+ABLATIONS = {"none": "ifgo", "nig": "fgo", "nfg": "igo", "nog": "ifg", "niaf": "ifgo", "noaf": "ifgo", "cifg": "igo"}
+
+
+def _block(a, blocks: str, gate: str, H: int):
+    k = blocks.index(gate)
+    return a[..., k * H:(k + 1) * H]
+
+
+def lstm_ablated_step(p, xw, state, ablate: str, peepholes: bool, xp=np):
+    """The LSTM with one part removed (Greff et al.): ``nig`` i ≡ 1, ``nfg`` f ≡ 1, ``nog`` o ≡ 1,
+    ``niaf`` g = its pre-activation (no tanh), ``noaf`` h' = o ⊙ c' (no tanh), ``cifg`` f = 1 − i;
+    with ``peepholes`` the sigmoid gates also read the cell: i and f read c, o reads c'."""
+    h, c = state
+    H = h.shape[-1]
+    blocks = ABLATIONS[ablate]
+    a = xw + h @ p["W_h"]
+    if "b_h" in p:
+        a = a + p["b_h"]
+    peep = {gate: _block(p["peep"], peephole_gates(ablate), gate, H) for gate in peephole_gates(ablate)} \
+        if peepholes else {}
+    cache = {"c": c}
+    i = f = o = 1.0
+    if "i" in blocks:
+        i = cache["i"] = sigmoid(_block(a, blocks, "i", H) + (peep["i"] * c if "i" in peep else 0.0), xp)
+    if ablate == "cifg":
+        f = 1.0 - i
+    elif "f" in blocks:
+        f = cache["f"] = sigmoid(_block(a, blocks, "f", H) + (peep["f"] * c if "f" in peep else 0.0), xp)
+    g = cache["g"] = _block(a, blocks, "g", H) if ablate == "niaf" else xp.tanh(_block(a, blocks, "g", H))
+    c_new = cache["c_new"] = f * c + i * g
+    if "o" in blocks:
+        o = cache["o"] = sigmoid(_block(a, blocks, "o", H) + (peep["o"] * c_new if "o" in peep else 0.0), xp)
+    tc = cache["tc"] = c_new if ablate == "noaf" else xp.tanh(c_new)
+    return (o * tc, c_new), cache
+
+
+def lstm_ablated_step_backward(p, dstate, cache, prev, ablate: str, peepholes: bool, xp=np):
+    """Adjoint of ``lstm_ablated_step``: the LSTM's, without the removed terms, plus the
+    peepholes' paths into dc (through i, f and, from o, through c')."""
+    dh, dc = dstate
+    _, c = prev
+    blocks = ABLATIONS[ablate]
+    H = c.shape[-1]
+    i, f, o = (cache.get(gate, 1.0) for gate in "ifo")
+    if ablate == "cifg":
+        f = 1.0 - i
+    g, tc = cache["g"], cache["tc"]
+    peep = {gate: _block(p["peep"], peephole_gates(ablate), gate, H) for gate in peephole_gates(ablate)} \
+        if peepholes else {}
+    dc_total = dc + dh * o * (1.0 if ablate == "noaf" else 1.0 - tc * tc)
+    da = {}
+    if "o" in blocks:
+        da["o"] = dh * tc * o * (1.0 - o)
+        if "o" in peep:
+            dc_total = dc_total + da["o"] * peep["o"]
+    da["g"] = dc_total * i * (1.0 if ablate == "niaf" else 1.0 - g * g)
+    di, df = dc_total * g, dc_total * c
+    if ablate == "cifg":
+        di = di - df
+    if "i" in blocks:
+        da["i"] = di * i * (1.0 - i)
+    if "f" in blocks:
+        da["f"] = df * f * (1.0 - f)
+    dc_prev = dc_total * f
+    for gate in ("i", "f"):
+        if gate in peep:
+            dc_prev = dc_prev + da[gate] * peep[gate]
+    da = xp.concatenate([da[gate] for gate in blocks], axis=-1)
+    return (da @ matrix_transpose(p["W_h"]), dc_prev), da, da
+
+
+def peephole_gates(ablate: str) -> str:
+    """The sigmoid gates that exist (and so have a peephole) under ``ablate``."""
+    return "".join(gate for gate in "ifo" if gate in ABLATIONS[ablate] and not (ablate == "cifg" and gate == "f"))
+
+
+@register_cell("lstm")
 class LSTM(Cell):
     """LSTM cell; states and h0/dh0 are (h, c) pairs.
 
     Parameters: ``W_x`` (input_size, 4*hidden), ``W_h`` (hidden, 4*hidden) in gate order i, f, g, o;
     ``b`` (4*hidden,) if bias; ``b_h`` (4*hidden,) if recurrent_bias. The forget block of ``b``
     starts at ``forget_bias`` (None keeps what the initialiser drew).
+
+    ``ablate`` removes one part (Greff et al. 2017: ``nig``, ``nfg``, ``nog``, ``niaf``, ``noaf``,
+    ``cifg``; see ``lstm_ablated_step``); a removed gate's blocks leave W_x, W_h and the biases.
+    ``peepholes`` adds ``peep`` (one hidden-sized block per sigmoid gate): Greff et al.'s "vanilla"
+    LSTM is ``peepholes=True``. Only the plain LSTM has fused Numba kernels.
     """
 
-    gates = 4
+    title = "LSTM"
     state_size = 2
+    options = (
+        Option("forget_bias", 1.0, optional_float, "LSTM: the forget gate's starting bias (none = what --init "
+               "drew: PyTorch, Zaremba et al. 2014)"),
+        Option("ablate", "none", str, "LSTM: the part removed (Greff et al. 2017): no input, forget or output gate, "
+               "no input or output activation, coupled input-forget gate", tuple(ABLATIONS)),
+        Option("peepholes", False, to_bool, "LSTM: gates also read the cell state (Gers & Schmidhuber 2000)"),
+    )
 
-    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None = 1.0, **kwargs) -> None:
-        super().__init__(input_size, hidden_size, **kwargs)
-        self.forget_bias = forget_bias
-        if self.bias and forget_bias is not None:
-            H = self.hidden_size
-            self.params["b"][H:2 * H] = forget_bias
+    @property
+    def gates(self) -> int:
+        return len(ABLATIONS[self.ablate])
+
+    def param_shapes(self):
+        shapes = super().param_shapes()
+        if self.peepholes:
+            shapes["peep"] = (len(peephole_gates(self.ablate)) * self.hidden_size,)
+        return shapes
+
+    def initialize(self, rng):
+        blocks, H = ABLATIONS[self.ablate], self.hidden_size
+        if self.bias and self.forget_bias is not None and "f" in blocks and self.ablate != "cifg":
+            k = blocks.index("f")
+            self.params["b"][k * H:(k + 1) * H] = self.forget_bias
+
+    def has_kernels(self) -> bool:
+        return self.ablate == "none" and not self.peepholes
 
     def step(self, p, xw, state, xp=np):
+        if not self.has_kernels():
+            return lstm_ablated_step(p, xw, state, self.ablate, self.peepholes, xp)
         return lstm_step(p, xw, state, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
+        if not self.has_kernels():
+            return lstm_ablated_step_backward(p, dstate, cache, prev, self.ablate, self.peepholes, xp)
         return lstm_step_backward(p, dstate, cache, prev, xp)
+
+    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
+        grads = super().recurrent_grads(p, prev_h, steps, dhw, xp)
+        if "peep" in p:   # i and f read c (before the step), o reads c' (after it)
+            blocks, H = ABLATIONS[self.ablate], prev_h.shape[-1]
+            reads = {"i": steps["c"], "f": steps["c"], "o": steps["c_new"]}
+            grads["peep"] = xp.concatenate([(_block(dhw, blocks, gate, H) * reads[gate]).sum(axis=0)
+                                            for gate in peephole_gates(self.ablate)])
+        return grads
 
     def fused_forward(self, p, xw, state0, mask):
         T, B, _ = xw.shape

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell
+from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
 ACTIVATIONS = ("tanh", "sigmoid", "relu")
@@ -53,6 +54,7 @@ def rnn_step_backward(p, dstate, cache, prev, activation: str, xp=np):
     return (da @ matrix_transpose(p["W_h"]),), da, da
 
 
+@register_cell("rnn")
 class RNN(Cell):
     """Elman RNN: h' = act(x W_x + h W_h + b).
 
@@ -65,14 +67,9 @@ class RNN(Cell):
     (5, 2, 4)
     """
 
+    title = "vanilla"
     gates = 1
-    static = ("activation",)
-
-    def __init__(self, input_size: int, hidden_size: int, activation: str = "tanh", **kwargs) -> None:
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation: unknown activation {activation!r}; expected one of {ACTIVATIONS}")
-        self.activation = activation
-        super().__init__(input_size, hidden_size, **kwargs)
+    options = (Option("activation", "tanh", str, "vanilla RNN activation", ACTIVATIONS),)
 
     def step(self, p, xw, state, xp=np):
         return rnn_step(p, xw, state, self.activation, xp)
@@ -172,3 +169,22 @@ def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
                     dprev[s * B + i] += carry[s, i]
         step_back(carry, dprev.reshape(A, B, H), back_steps)
     return initial_state_delta(carry, back_steps)
+
+
+@register_cell("irnn")
+class IRNN(RNN):
+    """IRNN (Le, Jaitly & Hinton 2015): the ReLU RNN with ``W_h`` = I and zero biases at the start,
+    so that at initialisation the state is carried unchanged and the error flows back undamped.
+
+    The equations, kernels and adjoint are RNN's (``activation="relu"``); only the start differs.
+    """
+
+    title = "IRNN"
+    options = ()
+    activation = "relu"
+
+    def initialize(self, rng: np.random.Generator) -> None:
+        self.params["W_h"] = np.eye(self.hidden_size, dtype=self.dtype)
+        for name in ("b", "b_h"):
+            if name in self.params:
+                self.params[name] = np.zeros_like(self.params[name])

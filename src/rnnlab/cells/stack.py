@@ -1,4 +1,4 @@
-"""Stacked recurrent layers with the same interface as one cell, and the cell factory."""
+"""Stacked recurrent layers with the same interface as one cell."""
 
 from __future__ import annotations
 
@@ -7,19 +7,8 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells.base import Cache, Cell, ParamView
-from rnnlab.cells.gru import GRU
-from rnnlab.cells.lstm import LSTM
-from rnnlab.cells.rnn import RNN
+from rnnlab.cells.registry import make_cell
 from rnnlab.common import check_positive_int
-
-CELLS: dict[str, type[Cell]] = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
-
-
-def make_cell(cell: str, input_size: int, hidden_size: int, **kwargs: Any) -> Cell:
-    """Build a cell by name: ``"rnn"``, ``"gru"`` or ``"lstm"``; kwargs go to its constructor."""
-    if cell not in CELLS:
-        raise ValueError(f"cell: unknown cell {cell!r}; expected one of {tuple(CELLS)}")
-    return CELLS[cell](input_size, hidden_size, **kwargs)
 
 
 class Stack:

@@ -28,6 +28,6 @@ def _load_jax():
 
 
 ENGINES.update({"numpy": lambda: numpy, "numba": lambda: numba, "jax": _load_jax})
-DEFAULT_TRAINING_ENGINE = "numba"
+DEFAULT_TRAINING_ENGINE = "auto"   # numba for cells with fused kernels (Cell._choose_engine)
 
 __all__ = ["ENGINES", "DEFAULT_TRAINING_ENGINE"]

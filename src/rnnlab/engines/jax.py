@@ -5,7 +5,7 @@ Nothing here restates the equations: the forward scan calls ``cell.step(..., xp=
 backward scan ``cell.step_backward(..., xp=jax.numpy)``, the same functions the NumPy engine loops
 over, with the same ages-and-masks body (``rnnlab.engines.loops``); the parameter gradients come from
 the same ``cell.param_grads``. One compiled program per kind of cell (its declared static
-configuration, ``Cell.static_config``), mask use and back_steps; sizes only change the shapes JAX
+configuration, ``Cell.config``: its class and options), mask use and back_steps; sizes only change the shapes JAX
 compiles for.
 
 ``forward`` and ``backward`` keep the NumPy contract: NumPy arrays in, NumPy arrays and a ``Cache``
@@ -65,7 +65,7 @@ _PROGRAMS: dict = {}
 
 def _program(kind: str, cell, masked: bool, k=None):
     """One jitted function per kind of program, cell configuration, mask use and back_steps."""
-    key = (kind, cell.static_config(), masked, k)
+    key = (kind, cell.config, masked, k)
     if key not in _PROGRAMS:
         if kind == "forward":
             fn = partial(forward_scan, cell, masked)

@@ -46,7 +46,7 @@ def _mask2d(mask: np.ndarray | None, T: int, B: int, dtype) -> np.ndarray:
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     p = cell.params
     T, B = x.shape[:2]
-    xw = workspace("xw", (T, B, cell.gates * cell.hidden_size), cell.dtype)
+    xw = workspace("xw", (T, B, p["W_x"].shape[1]), cell.dtype)
     if x.ndim == 2:      # token ids for one-hot rows: the projection is a row lookup
         np.take(p["W_x"], x.reshape(-1), axis=0, out=xw.reshape(T * B, -1))
     else:
@@ -64,7 +64,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
     totals = workspace("dh_out", dhs.shape, cell.dtype) if dh_out is None else dh_out
-    shape = (T, B, cell.gates * cell.hidden_size)
+    shape = (T, B, p["W_x"].shape[1])
     dxw, dhw = workspace("dxw", shape, cell.dtype), workspace("dhw", shape, cell.dtype)
     dxw, dhw, dstate0 = cell.fused_backward(p, np.ascontiguousarray(dhs), cache, prev,
                                             _mask2d(cache.mask, T, B, cell.dtype), -1 if k is None else k, totals,

@@ -40,8 +40,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
     carry = loops.new_carry((B, cell.hidden_size), k, cell.state_size, cell.dtype, np)
-    dxw = np.empty((T, B, cell.gates * cell.hidden_size), cell.dtype)
-    dhw = np.empty_like(dxw)
+    dxw = dhw = None     # (T, B, ·): their widths are the cell's (xw's, and whatever its recurrent gradients read)
     for t in range(T - 1, -1, -1):
         m_t = None if m is None else m[t]
         d = loops.inject(carry, dhs[t], k, np)
@@ -50,7 +49,10 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
         step_cache = {name: v[t] for name, v in cache.steps.items()}
         dprev, dxw_t, dhw_t = cell.step_backward(p, loops.masked_deltas(d, m_t), step_cache,
                                                  tuple(s[t] for s in prev))
-        dxw[t], dhw[t] = loops.sum_ages(dxw_t, k), loops.sum_ages(dhw_t, k)
+        dxw_t, dhw_t = loops.sum_ages(dxw_t, k), loops.sum_ages(dhw_t, k)
+        if dxw is None:
+            dxw, dhw = np.empty((T,) + dxw_t.shape, cell.dtype), np.empty((T,) + dhw_t.shape, cell.dtype)
+        dxw[t], dhw[t] = dxw_t, dhw_t
         carry = loops.step_back(loops.pass_padding(dprev, d, m_t), k, np)
     grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
     return grads, loops.input_gradient(p, dxw, cache.x), loops.shaped_like_h0(loops.initial_state_delta(carry, k))

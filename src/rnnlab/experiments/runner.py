@@ -34,6 +34,7 @@ from rnnlab.experiments.settings import (
     complete_settings,
     default_settings,
     load_trained,
+    resolve_engine,
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
@@ -203,7 +204,9 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     exp_dir.mkdir(parents=True, exist_ok=True)
     specs = exp.specs(quick)
     if engine is not None:
-        specs = [dataclasses.replace(s, settings={**s.settings, "engine": engine}) for s in specs]
+        specs = [dataclasses.replace(s, settings={**s.settings, "engine": resolve_engine({**s.settings,
+                                                                                          "engine": engine})[0]})
+                 for s in specs]
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rnnlab.cells.registry import CELLS, cell_class, cell_options
+from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
@@ -40,24 +42,12 @@ def _optional_int(text: str) -> int | None:
     return None if str(text).lower() in ("none", "full") else int(text)
 
 
-def _optional_float(text: str) -> float | None:
-    return None if str(text).lower() == "none" else float(text)
-
-
 def _int_list(text: Any) -> list[int]:
     if isinstance(text, (list, tuple)):
         return [int(v) for v in text]
     return [int(v) for v in str(text).split(",") if v.strip()]
 
 
-def _bool(text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    if str(text).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(text).lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -73,21 +63,28 @@ TRAINING = TrainConfig()     # the training settings' defaults are TrainConfig's
 
 
 def settings_table() -> list[Setting]:
+    table = _settings_table()
+    names = [s.name for s in table]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        owners = {n: [c for c, cls in CELLS.items() if any(o.name == n for o in cls.options)] for n in clash}
+        raise ValueError(f"cell options {owners} take the name of a run setting; rename the option")
+    return table
+
+
+def _settings_table() -> list[Setting]:
     return [
         Setting("task", "mean-sign", str, "task to train on", tuple(TASKS)),
-        Setting("cell", "rnn", str, "recurrent cell", ("rnn", "gru", "lstm")),
-        Setting("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)",
-                ("cudnn", "cho")),
-        Setting("activation", "tanh", str, "vanilla RNN activation", ("tanh", "sigmoid", "relu")),
+        Setting("cell", "rnn", _cell_name, "recurrent cell: a registered name (" + ", ".join(CELLS) + ") or "
+                "path/to/file.py:ClassName"),
+        *(Setting(o.name, o.default, o.convert, o.help, o.choices) for o in cell_options().values()),
         Setting("hidden", 64, int, "hidden units per layer"),
         Setting("layers", 1, int, "stacked recurrent layers"),
         Setting("embedding_dim", None, _optional_int, "embedding size of word tasks (none = --hidden)"),
-        Setting("bias", True, _bool, "use biases"),
-        Setting("recurrent_bias", False, _bool, "a second, recurrent bias per gate as PyTorch counts them"),
+        Setting("bias", True, to_bool, "use biases"),
+        Setting("recurrent_bias", False, to_bool, "a second, recurrent bias per gate as PyTorch counts them"),
         Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
-        Setting("forget_bias", 1.0, _optional_float, "LSTM: the forget gate's starting bias (none = what --init "
-                "drew: PyTorch, Zaremba et al. 2014)"),
-        Setting("init_scale", None, _optional_float, "standard deviation for --init normal (none: 0.1), or "
+        Setting("init_scale", None, optional_float, "standard deviation for --init normal (none: 0.1), or "
                 "the bound of every parameter, embeddings included, for --init uniform (none: PyTorch's ±1/√fan)"),
         Setting("optimizer", TRAINING.optimizer, str, "optimizer", tuple(OPTIMIZERS)),
         Setting("lr", TRAINING.lr, float, "initial learning rate"),
@@ -96,8 +93,8 @@ def settings_table() -> list[Setting]:
         Setting("epochs", TRAINING.epochs, int, "training epochs"),
         Setting("batch_size", TRAINING.batch_size, int, "sequences per update"),
         Setting("back_steps", TRAINING.back_steps, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
-        Setting("clip", TRAINING.clip, _optional_float, "clip gradients to this global L2 norm (none = off)"),
-        Setting("clip_value", TRAINING.clip_value, _optional_float,
+        Setting("clip", TRAINING.clip, optional_float, "clip gradients to this global L2 norm (none = off)"),
+        Setting("clip_value", TRAINING.clip_value, optional_float,
                 "clip each gradient coefficient to ±this (none = off)"),
         Setting("schedule", TRAINING.schedule, str, "learning-rate schedule", tuple(SCHEDULES)),
         Setting("milestones", list(TRAINING.milestones), _int_list,
@@ -109,14 +106,15 @@ def settings_table() -> list[Setting]:
         Setting("loss_normalization", TRAINING.loss_normalization, str,
                 "what the training loss is divided by: token (the mean over predicted positions) or sequence (each "
                 "sequence's summed loss, averaged over the batch: S4)", ("token", "sequence")),
-        Setting("bucket", TRAINING.bucket, _bool, "length-bucketed training batches: a shuffled pool of 50 batches "
+        Setting("bucket", TRAINING.bucket, to_bool, "length-bucketed training batches: a shuffled pool of 50 batches "
                 "sorted by length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
         Setting("early_stopping", TRAINING.early_stopping, _optional_int,
                 "stop after N epochs without dev improvement (none = off)"),
         Setting("seed", TRAINING.seed, int, "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
-        Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: numba (fused, compiled kernels), numpy "
-                "(the reference) or jax (needs the jax extra)", tuple(ENGINES)),
+        Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: auto (numba when the cell has fused kernels, "
+                "else jax when installed, else numpy), numba (fused, compiled kernels), numpy (the reference) or jax "
+                "(needs the jax extra); stored as the engine auto chose", ("auto",) + tuple(ENGINES)),
         Setting("threads", TRAINING.threads, _optional_int, "BLAS threads while training and evaluating (none = chosen "
                 "from the model's size: 1 for small models)"),
     ]
@@ -141,27 +139,40 @@ def final_metrics(result: dict[str, Any]) -> dict[str, float]:
             if k.split("_")[0] in SPLITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def _cell_name(text: Any) -> str:
+    """A registered cell name or ``path.py:Class`` (loaded now, so that its options become settings)."""
+    cell_class(str(text))
+    return str(text)
+
+
 def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """The cell constructor's arguments: the shared ones and the options this cell declares."""
     kwargs = {"bias": settings["bias"], "recurrent_bias": settings["recurrent_bias"], "init": settings["init"],
               "init_scale": settings["init_scale"], "engine": settings.get("engine", DEFAULT_TRAINING_ENGINE)}
-    if settings["cell"] == "gru":
-        kwargs["variant"] = settings["variant"]
-    if settings["cell"] == "rnn":
-        kwargs["activation"] = settings["activation"]
-    if settings["cell"] == "lstm":
-        kwargs["forget_bias"] = settings["forget_bias"]
+    kwargs.update({o.name: settings[o.name] for o in cell_class(settings["cell"]).options if o.name in settings})
     return kwargs
+
+
+def resolve_engine(settings: dict[str, Any]) -> tuple[str, str]:
+    """The engine a run uses and why: ``auto`` resolved for its cell (``Cell.choose_engine``)."""
+    kwargs = cell_kwargs(settings)
+    engine = kwargs.pop("engine")
+    kwargs.pop("init"), kwargs.pop("init_scale")
+    return cell_class(settings["cell"]).choose_engine(engine, **kwargs)
 
 
 # Settings added after stored results existed, each defaulting to the behaviour those results had. Ids hashed
 # from settings (a sweep's trials) leave them out while they hold that default, so gaining a setting keeps
 # every stored trial's id; stored settings are read with them filled in (complete_settings).
+# Cell options count as later settings too, except the two every stored run has carried from the start.
 LATER_SETTINGS = ("forget_bias", "bucket")
+FIRST_CELL_OPTIONS = ("activation", "variant")
 
 
 def settings_identity(settings: dict[str, Any]) -> dict[str, Any]:
     """What identifies a run's settings: all of them but the later-added ones at their default."""
-    defaults = {s.name: s.default for s in settings_table() if s.name in LATER_SETTINGS}
+    later = set(LATER_SETTINGS) | (set(cell_options()) - set(FIRST_CELL_OPTIONS))
+    defaults = {s.name: s.default for s in settings_table() if s.name in later}
     return {k: v for k, v in settings.items() if not (k in defaults and v == defaults[k])}
 
 
@@ -195,7 +206,14 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
 def resolve_settings(*sources: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Every setting's value, by precedence: the built-in defaults < the study defaults of the task
     < each source in turn (later ones win). A source is ``(where, {name: value})``; ``where`` names
-    it in errors ("--config run.toml", "--lr"). Unknown names and invalid values raise ValueError."""
+    it in errors ("--config run.toml", "--lr"). Unknown names and invalid values raise ValueError.
+    A cell named by file (``path.py:Class``) is loaded first, so that its options are settings."""
+    for where, values in sources:
+        if "cell" in values:
+            try:
+                cell_class(str(values["cell"]))
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
     table = {s.name: s for s in settings_table()}
     for where, values in sources:
         unknown = sorted(set(values) - set(table))
@@ -209,6 +227,10 @@ def resolve_settings(*sources: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
     layers = [(f"study defaults of {task}", STUDY_DEFAULTS.get(task, {})), *sources]
     for where, values in layers:
         settings.update({name: convert(table[name], value, where) for name, value in values.items()})
+    try:
+        settings["engine"] = resolve_engine(settings)[0]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"cell {settings['cell']}: {err}") from None
     return settings
 
 
