@@ -376,7 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for add in (_demo_command, _check_cell_command, _train_command, _evaluate_command, _data_command, _analyze_command,
+    for add in (_demo_command, _check_cell_command, _bench_cells_command,
+                _train_command, _evaluate_command, _data_command, _analyze_command,
                 _study_commands, _sweep_command):
         add(sub)
     return parser
@@ -416,6 +417,67 @@ def _check_cell(args: argparse.Namespace) -> int:
         print(report)
         failed += not report.passed
     return 1 if failed else 0
+
+
+def _bench_cells_command(sub) -> None:
+    """rnnlab bench-cells."""
+    bench = sub.add_parser("bench-cells", help="every cell at matched budgets on the synthetic tasks, tuned alike, "
+                           "with verdicts", formatter_class=HelpFormatter,
+                           description="Each cell at each task's parameter budget, the same learning-rate search for "
+                           "all (2 seeds per rate), the winner retrained on 10 disjoint seeds; a table cell × task, "
+                           "every cell against the vanilla RNN, GRU and LSTM (Welch, Holm, P(A>B)) and the papers' "
+                           "claims as 'holds on k of N tasks'. Stored runs are reused.")
+    bench.add_argument("cells", nargs="*", metavar="CELL", help="labels of the built-in benchmark cells (default: all)")
+    bench.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class",
+                       help="add your own cell (repeatable); it joins every table")
+    bench.add_argument("--tasks", default=None, help="comma-separated task labels (default: all)")
+    bench.add_argument("--out", default="runs/bench-cells", help="where the runs and results go")
+    bench.add_argument("--publish", nargs="?", const="docs/results/cells.md", default=None, metavar="FILE",
+                       help="also write the page (default: docs/results/cells.md)")
+    bench.add_argument("--quick", action="store_true", help="one rate, 2 epochs, 1 search seed, 2 final seeds")
+    _executor_options(bench, "the runs")
+    bench.add_argument("--workers", type=int, default=None, help="parallel runs (default: the CPU cores)")
+    bench.set_defaults(run=_bench_cells)
+
+
+def _bench_cells(args: argparse.Namespace) -> int:
+    import platform
+
+    from rnnlab.experiments import bench_cells
+    from rnnlab.page import markdown
+    from rnnlab.report import bench_cells_page
+
+    known = {c.label: c for c in bench_cells.CELLS}
+    unknown = sorted(set(args.cells) - set(known))
+    if unknown:
+        raise ValueError(f"cells: unknown benchmark cell(s) {unknown}; expected labels from {sorted(known)}")
+    cells = [known[c] for c in args.cells] or list(bench_cells.CELLS)
+    cells += [bench_cells.parse_cell(spec) for spec in args.cell]
+    tasks = {t.name: t for t in bench_cells.TASKS}
+    names = tasks if args.tasks is None else [t.strip() for t in args.tasks.split(",")]
+    missing = sorted(set(names) - set(tasks))
+    if missing:
+        raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")
+    results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
+                                    args.workers, args.quick)
+    page = markdown(bench_cells_page(results, _processor() or platform.processor(), args.command_line))
+    Path(args.out, "cells.md").write_text(page)
+    if args.publish:
+        Path(args.publish).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.publish).write_text(page)
+    print(page)
+    return 0
+
+
+def _processor() -> str:
+    """The processor's model name (what lscpu prints), for the pages that quote speeds and compute."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def _train_command(sub) -> None:

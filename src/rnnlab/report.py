@@ -794,3 +794,55 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
     return republish_verdicts(name, dest)
+
+
+# -- the cell benchmark -----------------------------------------------------------------------------
+
+def _bench_value(row: dict[str, Any]) -> str:
+    if "mean" not in row:
+        return f"{row['runs']} run(s)"
+    failed = f"; {row['failed']} failed" if row["failed"] else ""
+    return f"{row['mean']:.3f} ± {row['std']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{failed}"
+
+
+def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Page:
+    """docs/results/cells.md: the claims first (held on k of N tasks), then cell × task, then every
+    comparison with its interval, raw and Holm-adjusted p, the exact p and P(A > B)."""
+    tasks = results["tasks"]
+    cells = [c["label"] for c in results["cells"]]
+    rows = {(r["task"], r["cell"]): r for r in results["rows"]}
+    n_final = len(results["final_seeds"])
+    page = Page("Cells side by side: the rnnlab cell benchmark")
+    claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
+               f"{len(c['holds'])} of {len(c['tasks'])}",
+               "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results["claims"]]
+    page.blocks += [
+        Paragraph(f"{len(cells)} cells × {len(tasks)} tasks at matched parameter budgets; each cell tuned on the same "
+                  f"search ({len(results['learning_rates'])} Adam learning rates × {len(results['search_seeds'])} "
+                  f"seeds, lowest mean dev loss), then retrained on {n_final} seeds disjoint from the search's "
+                  f"({results['final_seeds'][0]}–{results['final_seeds'][-1]}). Compute: "
+                  f"{results['compute_seconds'] / 3600:.2f} h of training summed over runs, "
+                  f"{results['seconds'] / 60:.0f} min wall on {machine}. `{command}`.", kind="about"),
+        Heading("Claims, task by task"),
+        Paragraph("A claim 'better'/'worse' holds on a task when the difference is significant in that direction "
+                  "after Holm's correction over the task's comparisons (α = 0.05); 'same' holds when no difference "
+                  f"is found — an absence of evidence at {n_final} seeds a side, not a proof of equality."),
+        Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
+        Heading("Test metric per cell and task"),
+        Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters at the task's "
+                  "budget; the learning rate the search chose. " + " ".join(
+                      f"**{t['name']}** ({t['metric']}, {'higher' if t['higher_is_better'] else 'lower'} is better; "
+                      f"budget {t['budget']:,} parameters): {t['why']}." for t in tasks)),
+        Table(["cell"] + [t["name"] for t in tasks],
+              [[c] + [f"{_bench_value(rows[t['name'], c])} (h {rows[t['name'], c]['hidden']}, "
+                      f"{rows[t['name'], c]['params']:,} p, lr {rows[t['name'], c]['lr']:g})" for t in tasks]
+               for c in cells]),
+        Heading("Every cell against the vanilla RNN, the GRU and the LSTM"),
+        Paragraph("a − b of the test metric: Welch's 95% interval, raw p and Holm-adjusted p within the task "
+                  "(which decides), the exact permutation p beside it, and P(a better than b) over seed pairs."),
+        Table(["task", "a", "b", "a − b [95% CI]", "p", "p (Holm)", "P(a better)", "verdict"],
+              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3f} [{f['low']:+.3f}, {f['high']:+.3f}]",
+                f"{f['p']:.2g}", f"{f['p_holm']:.2g}", f"{f['p_a_better']:.2f}", f["word"]]
+               for f in results["comparisons"]]),
+    ]
+    return page

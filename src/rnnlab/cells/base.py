@@ -341,6 +341,10 @@ class Cell:
         grads.update(self.recurrent_grads(p, prev_h.reshape(rows, -1), flat, dhw2, xp))
         if "b" in p:
             grads["b"] = dxw2.sum(axis=0)
+        missing = sorted(set(p) - set(grads))
+        if missing:
+            raise ValueError(f"{type(self).__name__}.recurrent_grads returned no gradient for {missing} "
+                             f"(the parameters are {sorted(p)})")
         return {name: grads[name] for name in p}
 
 

@@ -1,0 +1,265 @@
+"""The cell benchmark (``rnnlab bench-cells``): every cell at a matched parameter budget on the
+synthetic tasks a laptop affords, each tuned on the same budget, compared over seeds.
+
+The benchmark is data: ``TASKS`` (task, its options, training settings, the budget, the metric
+reported) and ``CELLS`` (a label, a registered cell or ``path.py:Class``, its options). For every
+(task, cell):
+
+1. **Budget**: the hidden size whose parameter count is closest to the task's budget
+   (``hidden_for_budget`` from the cell's declared shapes).
+2. **Tuning**: the same search for every cell, ``LEARNING_RATES`` × ``SEARCH_SEEDS`` (≥ 2 seeds per
+   configuration); the rate with the lowest mean dev loss wins.
+3. **Final runs**: the winner retrained on ``FINAL_SEEDS``, disjoint from the search's, and only
+   these are reported: mean ± std, the 95% interval, and each comparison's Welch interval and p
+   (Holm-adjusted within each task's comparisons), the exact permutation p and P(A > B) over seed
+   pairs (``rnnlab.experiments.statistics``).
+4. **Claims**: the published claims the cells' papers make about tasks rnnlab has (``CLAIMS``),
+   each judged per task and summarised as "holds on k of N tasks".
+
+Every run is a job in a ``JobStore`` (a rerun trains only what is missing); ``--executor ray``
+spreads them over a cluster like the sweeps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rnnlab.budget import count_params, hidden_for_budget
+from rnnlab.cells.registry import cell_class, is_cell_file
+from rnnlab.data.tasks import get_task
+from rnnlab.experiments.executors import JobStore
+from rnnlab.experiments.executors import executor as make_executor
+from rnnlab.experiments.settings import default_settings, final_metrics
+from rnnlab.experiments.statistics import ALPHA, compare_means, holm, mean_std_interval, prob_superiority
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    name: str
+    task: str
+    task_options: dict[str, Any]
+    settings: dict[str, Any]
+    budget: int                   # parameters, readout included
+    metric: str                   # the reported test metric
+    higher_is_better: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class BenchCell:
+    label: str
+    cell: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+TRAINING = {"optimizer": "adam", "batch_size": 32, "init": "uniform", "layers": 1, "clip": 1.0}
+TASKS = (
+    BenchTask("adding-50", "adding", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 50},
+              {**TRAINING, "epochs": 20}, 2000, "test_loss", False,
+              "the sum of two marked values among 50 (Hochreiter & Schmidhuber 1997; IRNN, IndRNN, uRNN use it); "
+              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167"),
+    BenchTask("copy-20", "copy", {"n_train": 1000, "n_dev": 200, "n_test": 500, "delay": 20, "copy_length": 5},
+              {**TRAINING, "epochs": 20}, 3000, "test_accuracy", True,
+              "five symbols recalled after a delay of 20 steps (the copy task of uRNN and its successors)"),
+    BenchTask("mean-sign-20", "mean-sign", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 20},
+              {**TRAINING, "epochs": 20}, 2000, "test_accuracy", True,
+              "the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory"),
+)
+CELLS = (
+    BenchCell("rnn", "rnn"), BenchCell("gru", "gru"), BenchCell("lstm", "lstm"),
+    BenchCell("lstm-cifg", "lstm", {"ablate": "cifg"}), BenchCell("lstm-nfg", "lstm", {"ablate": "nfg"}),
+    BenchCell("lstm-noaf", "lstm", {"ablate": "noaf"}), BenchCell("gru-h-gates", "gru", {"gate_inputs": "h"}),
+    BenchCell("gru-bias-gates", "gru", {"gate_inputs": "bias"}), BenchCell("mingru", "mingru"),
+    BenchCell("ugrnn", "ugrnn"), BenchCell("janet", "janet"), BenchCell("irnn", "irnn"),
+    BenchCell("indrnn", "indrnn"), BenchCell("antisymmetric", "antisymmetric"),
+    BenchCell("gated-antisymmetric", "gated-antisymmetric"),
+)
+LEARNING_RATES = (3e-3, 1e-2, 3e-2)
+SEARCH_SEEDS = (0, 1)
+FINAL_SEEDS = tuple(range(100, 110))
+BASELINES = ("rnn", "gru", "lstm")
+# (a, b, the relation claimed, who claims it): judged on every task
+CLAIMS = (
+    ("gru", "rnn", "better", "gated beats vanilla at equal budgets (S1–S3, Chung et al. 2014)"),
+    ("lstm", "rnn", "better", "gated beats vanilla at equal budgets (S1–S3)"),
+    ("lstm-cifg", "lstm", "same", "coupling the input and forget gates costs nothing (Greff et al. 2017)"),
+    ("lstm-nfg", "lstm", "worse", "the forget gate is critical (Greff et al. 2017)"),
+    ("lstm-noaf", "lstm", "worse", "the output activation is critical (Greff et al. 2017)"),
+    ("gru-h-gates", "gru", "same", "gates need not read x (Dey & Salem 2017, GRU1)"),
+    ("mingru", "gru", "same", "gates reading only x are competitive (Feng et al. 2024)"),
+    ("ugrnn", "rnn", "better", "one gate buys trainability (Collins et al. 2017)"),
+    ("janet", "lstm", "better", "a forget gate alone beats the LSTM (van der Westhuizen & Lasenby 2018)"),
+    ("irnn", "lstm", "same", "an identity-initialised ReLU RNN is comparable to the LSTM (Le et al. 2015)"),
+    ("indrnn", "lstm", "better", "IndRNN beats the LSTM on long adding problems (Li et al. 2018)"),
+    ("antisymmetric", "lstm", "better", "stability by construction beats the LSTM on long memory (Chang et al. 2019)"),
+)
+
+
+def parse_cell(spec: str) -> BenchCell:
+    """``path.py:Class`` (a user's cell, labelled by its class) or a registered name."""
+    cell_class(spec)          # loads it now: a bad file fails before any training
+    label = spec.rsplit(":", 1)[1].lower() if is_cell_file(spec) else spec
+    return BenchCell(label, spec)
+
+
+def _sizes(task: BenchTask, cell: BenchCell) -> tuple[int, int]:
+    built = get_task(task.task, seed=0, **task.task_options)
+    hidden = hidden_for_budget(cell.cell, task.budget, built.input_size, built.output_size, **cell.options)
+    return hidden, count_params(cell.cell, input_size=built.input_size, hidden_size=hidden,
+                                output_size=built.output_size, **cell.options)
+
+
+def _engine(cell: BenchCell) -> str:
+    """Numba where the cell has fused kernels, else NumPy: at these sizes NumPy's loop beats JAX's
+    compiles (JANET-30 on adding, 3 epochs: 0.72 s on NumPy, 2.34 s on JAX, AMD EPYC, 1 thread)."""
+    return "numba" if cell_class(cell.cell)(1, 1, **cell.options).has_kernels() else "numpy"
+
+
+def _settings(task: BenchTask, cell: BenchCell, hidden: int, lr: float, seed: int) -> dict[str, Any]:
+    settings = default_settings(task.task, **task.settings, cell=cell.cell, hidden=hidden, lr=lr, seed=seed,
+                                engine=_engine(cell), **cell.options)
+    settings["task_options"] = dict(task.task_options)
+    return settings
+
+
+def _job_id(task: BenchTask, cell: BenchCell, lr: float, seed: int) -> str:
+    return f"{task.name}--{cell.label}--lr{lr:g}--s{seed}"
+
+
+def _run(jobs: list[tuple[str, dict, Path]], store: JobStore, run, progress: bool) -> None:
+    todo = [job for job in jobs if store.done(job[0]) is None]
+    for i, (key, outcome) in enumerate(run(todo), 1):
+        if "files" in outcome:
+            store.keep(key, outcome["files"])
+        if outcome["status"] != "ok":      # kept as a failed run: it counts against the cell, it is not dropped
+            store.keep(key, {}, {"status": outcome["status"], "error": outcome["error"]})
+        if progress:
+            print(f"[{i}/{len(todo)}] {key}: {outcome['status']} in {outcome['seconds']:.1f} s", flush=True)
+
+
+def _metrics(store: JobStore, key: str) -> dict[str, float] | None:
+    done = store.done(key)
+    if done is None or done.get("status") not in (None, "ok"):
+        return None
+    return final_metrics(done)
+
+
+def run_bench(cells: list[BenchCell], tasks: list[BenchTask], out: str | Path, executor: str = "local",
+              address: str | None = None, workers: int | None = None, quick: bool = False,
+              progress: bool = True) -> dict[str, Any]:
+    """Search, then final runs, for every (task, cell); returns the results (also written to
+    OUT/results.json and OUT/runs.csv)."""
+    out = Path(out)
+    store = JobStore(out / "jobs")
+    run = make_executor(executor, address, workers)
+    rates, search_seeds, final_seeds = ((LEARNING_RATES[1],), SEARCH_SEEDS[:1], FINAL_SEEDS[:2]) if quick else \
+        (LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS)
+    started = time.time()
+    sizes = {(t.name, c.label): _sizes(t, c) for t in tasks for c in cells}
+    search = [(_job_id(t, c, lr, s), _settings(t, c, sizes[t.name, c.label][0], lr, s),
+               store.folder(_job_id(t, c, lr, s)))
+              for t in tasks for c in cells for lr in rates for s in search_seeds]
+    if quick:
+        for _, settings, _ in search:
+            settings["epochs"] = 2
+    _run(search, store, run, progress)
+    chosen = {}
+    for t in tasks:
+        for c in cells:
+            def dev(lr, t=t, c=c):
+                losses = [(_metrics(store, _job_id(t, c, lr, s)) or {}).get("dev_loss", np.inf) for s in search_seeds]
+                return float(np.mean(losses)) if np.all(np.isfinite(losses)) else np.inf
+            chosen[t.name, c.label] = min(rates, key=dev)
+    final = [(_job_id(t, c, chosen[t.name, c.label], s),
+              _settings(t, c, sizes[t.name, c.label][0], chosen[t.name, c.label], s),
+              store.folder(_job_id(t, c, chosen[t.name, c.label], s)))
+             for t in tasks for c in cells for s in final_seeds]
+    if quick:
+        for _, settings, _ in final:
+            settings["epochs"] = 2
+    _run(final, store, run, progress)
+    results = summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_seeds)
+    results["seconds"] = time.time() - started
+    results["compute_seconds"] = sum(_seconds(store, key) for key, _, _ in search + final)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
+    return results
+
+
+def _seconds(store: JobStore, key: str) -> float:
+    done = store.done(key) or {}
+    return float(done.get("seconds_total", 0.0) or 0.0)
+
+
+def summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_seeds) -> dict[str, Any]:
+    """Per (task, cell): hidden, parameters, the rate chosen, the final runs' metric (failed runs
+    counted); per task: every cell against each baseline; per claim: the verdict on each task."""
+    rows, values = [], {}
+    for t in tasks:
+        for c in cells:
+            lr = chosen[t.name, c.label]
+            got = [_metrics(store, _job_id(t, c, lr, s)) for s in final_seeds]
+            vals = np.array([m[t.metric] for m in got if m is not None and t.metric in m], dtype=np.float64)
+            values[t.name, c.label] = vals
+            summary = mean_std_interval(vals) if vals.size > 1 else {}
+            rows.append({"task": t.name, "cell": c.label, "hidden": sizes[t.name, c.label][0],
+                         "params": sizes[t.name, c.label][1], "lr": lr, "runs": int(vals.size),
+                         "failed": len(final_seeds) - int(vals.size), "values": vals.tolist(), **summary})
+    comparisons = []
+    for t in tasks:
+        family = []
+        for c in cells:
+            # a baseline meets only the baselines before it (gru vs rnn, lstm vs rnn and gru): each pair once
+            bases = BASELINES[:BASELINES.index(c.label)] if c.label in BASELINES else BASELINES
+            for base in bases:
+                if (t.name, base) not in values:
+                    continue
+                family.append(_comparison(t, c.label, base, values[t.name, c.label], values[t.name, base]))
+        for comparison, adjusted in zip(family, holm([f["p"] for f in family])):
+            comparison["p_holm"] = adjusted
+            comparison["word"] = _word(comparison, t)
+        comparisons += family
+    claims = []
+    labels = {c.label for c in cells}
+    for a, b, relation, source in CLAIMS:
+        if a not in labels or b not in labels:
+            continue
+        per_task = {f["task"]: f for f in comparisons if f["a"] == a and f["b"] == b}
+        holds = [task for task, f in per_task.items() if _holds(f, relation)]
+        claims.append({"a": a, "b": b, "relation": relation, "source": source, "holds": holds,
+                       "tasks": list(per_task), "words": {task: f["word"] for task, f in per_task.items()}})
+    return {"rows": rows, "comparisons": comparisons, "claims": claims, "learning_rates": list(rates),
+            "search_seeds": list(search_seeds), "final_seeds": list(final_seeds),
+            "tasks": [vars(t) for t in tasks], "cells": [vars(c) for c in cells]}
+
+
+def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray) -> dict[str, Any]:
+    if va.size < 2 or vb.size < 2:
+        return {"task": task.name, "a": a, "b": b, "difference": float("nan"), "low": float("nan"),
+                "high": float("nan"), "p": 1.0, "p_exact": None, "p_a_better": float("nan"), "n": (va.size, vb.size)}
+    diff = compare_means(va, vb)
+    better = prob_superiority(va, vb) if task.higher_is_better else prob_superiority(-va, -vb)
+    return {"task": task.name, "a": a, "b": b, "difference": diff.difference, "low": diff.low, "high": diff.high,
+            "p": diff.p, "p_exact": diff.p_exact, "test": diff.test, "p_a_better": better,
+            "n": (int(va.size), int(vb.size))}
+
+
+def _word(f: dict[str, Any], task: BenchTask) -> str:
+    if f["p_holm"] >= ALPHA or not np.isfinite(f["difference"]):
+        return f"not significant with {f['n'][0]} vs {f['n'][1]} seeds"
+    a_better = (f["difference"] > 0) == task.higher_is_better
+    return "better" if a_better else "worse"
+
+
+def _holds(f: dict[str, Any], relation: str) -> bool:
+    """'better'/'worse': significant in that direction after Holm; 'same': no significant difference
+    (an absence of evidence, which the page says with the seeds it had)."""
+    if relation == "same":
+        return f["word"].startswith("not significant")
+    return f["word"] == relation
