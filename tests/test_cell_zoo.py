@@ -1,0 +1,275 @@
+"""Bring your own cell: the registry, a cell from a file, check_cell catching a wrong adjoint, the
+zoo's equations and parameter counts, engine 'auto', and the cell benchmark's pipeline."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rnnlab
+from rnnlab.budget import count_params
+from rnnlab.cells.registry import CELLS, cell_class, load_cell_file, register_cell
+from rnnlab.checks import check_cell, configurations
+from rnnlab.cli import main
+from rnnlab.experiments.settings import default_settings, resolve_settings
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
+BUILT_IN = sorted(name for name in CELLS if ":" not in name)
+HAS_JAX = importlib.util.find_spec("jax") is not None
+
+
+def _wrong_mgu(tmp_path: Path, old: str, new: str) -> str:
+    text = EXAMPLE.read_text()
+    assert old in text
+    path = tmp_path / "mgu_wrong.py"
+    path.write_text(text.replace(old, new))
+    return f"{path}:MGU"
+
+
+# -- check_cell ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_built_in_cell_passes_check_cell_at_its_defaults(name):
+    report = check_cell(name, configs=[{}])
+    assert report.passed, str(report)
+    names = [r.name for r in report.results]
+    assert any(n.startswith("truncated BPTT k=2") for n in names) and any(n.startswith("masks") for n in names)
+    assert any(n.startswith("adjoint vs jax.vjp") for n in names) == HAS_JAX
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_built_in_cell_passes_check_cell_in_every_configuration(name):
+    report = check_cell(name)
+    assert report.passed, str(report)
+    assert {r.name.split("[")[1].rstrip("]") for r in report.results} >= {"defaults", "bias=False",
+                                                                           "recurrent_bias=True"}
+
+
+def test_the_example_cell_from_its_file_passes_every_check():
+    report = check_cell(f"{EXAMPLE}:MGU")
+    assert report.passed, str(report)
+    assert main(["check-cell", f"{EXAMPLE}:MGU"]) == 0
+
+
+@pytest.mark.parametrize("old, new, wrong", [
+    ("df_pre = (dh * (n - h) + dfh * h)", "df_pre = (dh * (n - h) + dfh)", "W_h"),   # a dropped factor
+    ("dh_prev = dh * (1.0 - f) + dfh * f +", "dh_prev = dh * (1.0 - f) +", "h0[0]"),  # a dropped path
+    ('steps["fh"].T @ dhw[..., H:]', 'prev_h.T @ dhw[..., H:]', "W_h"),              # the wrong recurrent input
+])
+def test_one_wrong_term_fails_check_cell_naming_the_gradient(tmp_path, old, new, wrong, capsys):
+    spec = _wrong_mgu(tmp_path, old, new)
+    report = check_cell(spec, configs=[{}])
+    assert not report.passed
+    failed = report.failures[0]
+    assert failed.name.startswith("adjoint, full BPTT")
+    assert f"gradient of {wrong}: relative error" in failed.detail and "smallest failing case: T=" in failed.detail
+    assert main(["check-cell", spec]) == 1
+    assert "FAIL adjoint, full BPTT" in capsys.readouterr().out
+
+
+def test_check_cell_redraws_at_kinks_instead_of_failing():
+    # minGRU's candidate activation and IndRNN's ReLU have kinks; a draw on one is redrawn, not failed
+    for name in ("mingru", "indrnn", "irnn"):
+        assert check_cell(name, configs=[{}], seed=7).passed
+
+
+def test_a_cell_that_cannot_run_is_a_failed_check_not_a_crash(tmp_path):
+    spec = _wrong_mgu(tmp_path, "        if \"b_h\" in p:\n            grads[\"b_h\"] = dhw.sum(axis=0)\n", "")
+    report = check_cell(spec, configs=[{"recurrent_bias": True}])
+    assert not report.passed
+    assert "returned no gradient for ['b_h']" in report.failures[0].detail
+
+
+# -- the registry and cells from files --------------------------------------------------------------
+
+def test_a_cell_file_is_registered_under_its_spec_and_builds_like_a_built_in():
+    cls = load_cell_file(f"{EXAMPLE}:MGU")
+    assert cell_class(f"{EXAMPLE}:MGU") is cls and CELLS[f"{EXAMPLE}:MGU"] is cls
+    cell = rnnlab.make_cell(f"{EXAMPLE}:MGU", 3, 4, seed=0)
+    assert cell.num_params() == count_params(f"{EXAMPLE}:MGU", input_size=3, hidden_size=4) == 2 * (12 + 16 + 4)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nowhere/cell.py:MGU", "no such file nowhere/cell.py"),
+    (f"{EXAMPLE}:GRU", "defines no 'GRU'; its cells: ['MGU']"),
+    (f"{EXAMPLE}:mgu_step", "is not a subclass of rnnlab.Cell"),
+])
+def test_bad_cell_files_are_named(spec, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_cell_file(spec)
+
+
+def test_a_cell_file_that_fails_to_import_names_the_file(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import numpy as np\nraise RuntimeError('half-written')\n")
+    with pytest.raises(ValueError, match=r"importing .*broken.py failed: RuntimeError: half-written"):
+        load_cell_file(f"{path}:Cell")
+
+
+def test_register_cell_checks_names_and_classes():
+    with pytest.raises(ValueError, match="lower case"):
+        register_cell("My Cell")
+    with pytest.raises(TypeError, match="subclass of rnnlab.Cell"):
+        register_cell("thing")(dict)
+    with pytest.raises(ValueError, match="taken by RNN"):
+        @register_cell("rnn")
+        class Impostor(rnnlab.Cell):
+            pass
+    with pytest.raises(ValueError, match="unknown cell 'transformer'"):
+        cell_class("transformer")
+
+
+def test_options_are_declared_checked_and_key_compiled_programs():
+    with pytest.raises(TypeError, match=r"RNN: unknown option\(s\) \['variant'\]; its options are \['activation'\]"):
+        rnnlab.RNN(2, 3, variant="cho")
+    with pytest.raises(ValueError, match="LSTM: invalid value 'nxg' for option ablate"):
+        rnnlab.LSTM(2, 3, ablate="nxg")
+    assert "ablate='none'" in str(__import__("inspect").signature(rnnlab.LSTM))
+    assert rnnlab.LSTM(2, 3, ablate="cifg").config == (rnnlab.LSTM, ("forget_bias", 1.0), ("ablate", "cifg"),
+                                                        ("peepholes", False))
+
+
+def test_configurations_move_each_option_off_its_default_once():
+    configs = configurations(rnnlab.GRU)
+    assert configs[0] == {} and {"variant": "cho"} in configs and {"gate_inputs": "bias"} in configs
+    assert {"recurrent_bias": True} in configs and {"bias": False} in configs
+    assert {"peepholes": True} in configurations(rnnlab.LSTM)
+
+
+# -- engines ----------------------------------------------------------------------------------------
+
+def test_auto_engine_uses_kernels_else_jax_else_numpy(monkeypatch):
+    assert rnnlab.LSTM(2, 3, engine="auto").engine == "numba"
+    cell = rnnlab.LSTM(2, 3, ablate="nfg", engine="auto")
+    assert cell.engine == ("jax" if HAS_JAX else "numpy") and "no fused kernels" in cell.engine_reason
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))
+    cell = rnnlab.make_cell("ugrnn", 2, 3, engine="auto")
+    assert cell.engine == "numpy" and "JAX is not installed" in cell.engine_reason
+    with pytest.raises(ValueError, match="UGRNN has no fused Numba kernels"):
+        rnnlab.make_cell("ugrnn", 2, 3, engine="numba")
+
+
+def test_settings_resolve_auto_to_the_engine_used():
+    assert default_settings("mean-sign")["engine"] == "numba"          # what every stored run recorded
+    assert default_settings("mean-sign", cell="janet")["engine"] in ("jax", "numpy")
+
+
+# -- settings and the command line ----------------------------------------------------------------
+
+def test_a_cell_file_in_settings_brings_its_options(tmp_path):
+    settings = resolve_settings(("--config x.toml", {"task": "adding", "cell": f"{EXAMPLE}:MGU", "hidden": 5}))
+    assert settings["cell"] == f"{EXAMPLE}:MGU" and settings["engine"] in ("jax", "numpy")
+    with pytest.raises(ValueError, match="--cell: cell 'missing.py:X': no such file"):
+        resolve_settings(("--cell", {"cell": "missing.py:X"}))
+
+
+def test_train_from_the_command_line_with_a_cell_file(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--task", "adding", "--cell", f"{EXAMPLE}:MGU", "--hidden", "6", "--epochs", "1",
+                 "--engine", "numpy", "--quiet", "--out", str(out)]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["run"]["settings"]["cell"] == f"{EXAMPLE}:MGU"
+    assert np.isfinite(result["test_loss"])
+    assert main(["train", "--task", "adding", "--cell", "ugrnn", "--hidden", "4", "--epochs", "1", "--quiet",
+                 "--out", str(tmp_path / "auto")]) == 0
+    assert "engine auto: " in capsys.readouterr().err
+
+
+# -- the zoo's equations and parameter counts ----------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 12), n=st.integers(1, 12))
+def test_parameter_counts_are_the_papers(m, n):
+    counts = {
+        "ugrnn": 2 * (n * m + n * n + n), "janet": 2 * (n * m + n * n + n), "indrnn": n * m + 2 * n,
+        "mingru": 2 * (n * m + n), "antisymmetric": n * m + n * n + n, "gated-antisymmetric": 2 * n * m + n * n + 2 * n,
+        "irnn": n * m + n * n + n,
+    }
+    for cell, expected in counts.items():
+        assert count_params(cell, input_size=m, hidden_size=n) == expected, cell
+    lstm = 4 * (n * m + n * n + n)
+    assert count_params("lstm", input_size=m, hidden_size=n, peepholes=True) == lstm + 3 * n     # Greff's vanilla
+    for ablate in ("nig", "nfg", "nog", "cifg"):
+        assert count_params("lstm", input_size=m, hidden_size=n, ablate=ablate) == 3 * (n * m + n * n + n)
+    gru = count_params("gru", input_size=m, hidden_size=n)
+    assert count_params("gru", input_size=m, hidden_size=n, gate_inputs="h") == gru - 2 * n * m
+    assert count_params("gru", input_size=m, hidden_size=n, gate_inputs="bias") == gru - 2 * n * m - 2 * n * n
+
+
+def _one_step(cell, x, h, c=None):
+    state = h if c is None else (h, c)
+    hs, cache = cell.forward(x[None], state)
+    return hs[0], cache
+
+
+def test_lstm_ablations_follow_greff_et_al():
+    rng = np.random.default_rng(0)
+    x, h, c = rng.normal(size=(2, 3)), rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
+    sig = lambda a: 1 / (1 + np.exp(-a))                                         # noqa: E731
+    for ablate in ("cifg", "nfg", "noaf", "niaf"):
+        cell = rnnlab.LSTM(3, 4, ablate=ablate, seed=1)
+        a = x @ cell.params["W_x"] + cell.params["b"] + h @ cell.params["W_h"]
+        blocks = {g: a[:, k * 4:(k + 1) * 4] for k, g in enumerate(rnnlab.cells.lstm.ABLATIONS[ablate])}
+        i = sig(blocks["i"])
+        f = 1 - i if ablate == "cifg" else 1.0 if ablate == "nfg" else sig(blocks["f"])
+        g = blocks["g"] if ablate == "niaf" else np.tanh(blocks["g"])
+        c_new = f * c + i * g
+        h_new = sig(blocks["o"]) * (c_new if ablate == "noaf" else np.tanh(c_new))
+        np.testing.assert_allclose(_one_step(cell, x, h, c)[0], h_new, rtol=1e-12, err_msg=ablate)
+
+
+def test_zoo_initialisations():
+    assert np.array_equal(rnnlab.make_cell("irnn", 3, 5, seed=0).params["W_h"], np.eye(5))
+    assert not rnnlab.make_cell("irnn", 3, 5, seed=0, init="uniform").params["b"].any()
+    janet = rnnlab.make_cell("janet", 3, 200, seed=0, chrono=50)
+    forget = janet.params["b"][:200]
+    assert forget.min() >= 0 and forget.max() <= np.log(49) and not janet.params["b"][200:].any()
+    u = rnnlab.make_cell("indrnn", 3, 100, seed=0).params["u"]
+    assert u.min() >= 0 and u.max() <= 1
+    anti = rnnlab.make_cell("antisymmetric", 3, 6, seed=0, diffusion=0.05)
+    M = rnnlab.cells.antisymmetric.antisymmetric_matrix(anti.params["W_h"], 0.05)
+    np.testing.assert_allclose(np.linalg.eigvals(M).real, -0.05, atol=1e-12)
+
+
+def test_mingru_is_linear_in_the_state():
+    cell = rnnlab.make_cell("mingru", 3, 4, seed=0)
+    rng = np.random.default_rng(1)
+    x, h1, h2 = rng.normal(size=(2, 3)), rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
+    out1, out2, out_mid = (_one_step(cell, x, h)[0] for h in (h1, h2, (h1 + h2) / 2))
+    np.testing.assert_allclose(out_mid, (out1 + out2) / 2, rtol=1e-12)        # affine in h: gates ignore it
+
+
+def test_discrepancy_runs_for_any_registered_cell():
+    from rnnlab.analysis.discrepancy import discrepancy_curve
+    for name in ("mingru", "indrnn", "janet", f"{EXAMPLE}:MGU"):
+        D, se = discrepancy_curve(name, 3, max_l=5, draws=20)
+        assert D.shape == (5,) and np.all(np.isfinite(D)) and np.all(D >= 0)
+
+
+# -- the benchmark's pipeline -------------------------------------------------------------------------
+
+def test_bench_cells_quick_runs_a_user_cell_beside_the_built_ins(tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench-cells", "rnn", "gru", "--cell", f"{EXAMPLE}:MGU", "--tasks", "adding-50", "--quick",
+                 "--workers", "1", "--out", str(out), "--publish", str(tmp_path / "cells.md")]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [r["cell"] for r in results["rows"]] == ["rnn", "gru", "mgu"]
+    assert all(r["runs"] == 2 and r["failed"] == 0 for r in results["rows"])
+    assert set(results["search_seeds"]).isdisjoint(results["final_seeds"])
+    pairs = {(c["a"], c["b"]) for c in results["comparisons"]}
+    assert pairs == {("gru", "rnn"), ("mgu", "rnn"), ("mgu", "gru")}
+    assert all(0 <= c["p_holm"] <= 1 and c["p_holm"] >= c["p"] for c in results["comparisons"])
+    page = (tmp_path / "cells.md").read_text()
+    assert "| mgu |" in page and "holds on" in page and "gru better than rnn" in page
+    capsys.readouterr()
+    assert main(["bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--workers", "1", "--out", str(out)]) == 0
+    assert "[1/" not in capsys.readouterr().out          # every run was stored: nothing trains again
