@@ -273,3 +273,28 @@ def test_bench_cells_quick_runs_a_user_cell_beside_the_built_ins(tmp_path, capsy
     capsys.readouterr()
     assert main(["bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--workers", "1", "--out", str(out)]) == 0
     assert "[1/" not in capsys.readouterr().out          # every run was stored: nothing trains again
+
+
+# -- a study with your cell ---------------------------------------------------------------------------
+
+def test_a_study_gains_the_cell_in_every_group_at_the_groups_budget():
+    from rnnlab.experiments.studies import COMPARE
+    from rnnlab.experiments.with_cells import with_cells
+
+    exp = with_cells(COMPARE, [f"{EXAMPLE}:MGU"])
+    assert exp.name == "compare+mgu" and not exp.reasons and not exp.analyses
+    own, full = COMPARE.specs(False), exp.specs(False)
+    added = full[len(own):]
+    assert [s.group for s in added] == list(dict.fromkeys(s.group for s in own))
+    reber = next(s for s in added if s.group == "embedded-reber")
+    counts = {h: rnnlab.count_params(f"{EXAMPLE}:MGU", input_size=7, hidden_size=h, output_size=7)
+              for h in (11, 12, 13)}
+    assert reber.label == "mgu-12" and counts[12] == 571          # rnn-18 has 601: 12 units are the nearest
+    assert abs(counts[12] - 601) <= min(abs(counts[11] - 601), abs(counts[13] - 601))
+    added_claims = exp.claims[len(COMPARE.claims):]
+    assert {c.worse for c in added_claims if c.better == "embedded-reber-mgu-12"} == {
+        "embedded-reber-rnn-18", "embedded-reber-gru-10", "embedded-reber-lstm-8"}
+    lr_map = next(s for s in added if s.group == "lr-map")     # the map of rates: only its first rate's cells
+    first_rate = next(s for s in own if s.group == "lr-map").settings["lr"]
+    against = {c.worse for c in added_claims if c.better == lr_map.key}
+    assert len(against) == 3 and all(next(s for s in own if s.key == k).settings["lr"] == first_rate for k in against)

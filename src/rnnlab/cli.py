@@ -282,6 +282,12 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
                               address=args.address, workers=args.workers)
     if args.publish and args.quick:
         raise ValueError("--publish: quick runs are not published; drop --quick")
+    if args.cell:
+        from rnnlab.experiments.with_cells import with_cells
+
+        if args.publish or getattr(args, "tune", False):
+            raise ValueError("--cell: a study with your cells is kept under runs/NAME+CELL, not published or tuned")
+        exp = with_cells(exp, args.cell)
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine,
                              command=getattr(args, "command_line", ""), executor=args.executor, address=args.address)
@@ -341,6 +347,10 @@ def _experiment_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="shrink data and epochs to run in seconds (a first try; "
                         "the report says so)")
     parser.add_argument("--force", action="store_true", help="retrain configurations that are already done")
+    parser.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class",
+                        help="add your cell (or a registered one) to every group of the study, at the parameter "
+                        "count of the group's first configuration, with a claim against each of the study's cells; "
+                        "stored as OUT/NAME+CELL (repeatable)")
     parser.add_argument("--out", default="runs", help="folder that receives NAME/ with the results and report")
     parser.add_argument("--publish", nargs="?", const="docs/results", default=None, metavar="DIR",
                         help="also write DIR/NAME.md and DIR/NAME/*.png, the report kept with the repository: the "
