@@ -298,3 +298,18 @@ def test_a_study_gains_the_cell_in_every_group_at_the_groups_budget():
     first_rate = next(s for s in own if s.group == "lr-map").settings["lr"]
     against = {c.worse for c in added_claims if c.better == lr_map.key}
     assert len(against) == 3 and all(next(s for s in own if s.key == k).settings["lr"] == first_rate for k in against)
+
+
+def test_sweeps_and_analyses_take_a_cell_file(tmp_path):
+    path = tmp_path / "cells.toml"
+    path.write_text(f'task = "adding"\nmetric = "dev_loss"\nmode = "min"\nseeds = 1\n'
+                    f'[settings]\nepochs = 1\nengine = "numpy"\n[task_options]\nn_train = 64\nn_dev = 32\nn_test = 32\n'
+                    f'length = 10\n[search]\nmodel = [{{ cell = "{EXAMPLE}:MGU", hidden = 4 }}, '
+                    f'{{ cell = "ugrnn", hidden = 4 }}]\n')
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    trials = (out / "trials.csv").read_text()
+    assert f"{EXAMPLE}:MGU" in trials and "ugrnn" in trials
+    assert main(["analyze", "gradient-flow", "--task", "adding", "--cells", "rnn", "--cell", f"{EXAMPLE}:MGU",
+                 "--hidden", "4", "--examples", "8", "--out", str(tmp_path / "flow")]) == 0
+    assert any("MGU" in p.read_text() for p in (tmp_path / "flow").glob("*.csv"))

@@ -256,6 +256,7 @@ ANALYSES = {"discrepancy": _discrepancy, "gradient-flow": _gradient_flow, "gradi
 
 def _analyze(args: argparse.Namespace) -> int:
     args.cells = args.cells or ("rnn,gru" if args.analysis == "discrepancy" else "rnn,gru,lstm")
+    args.cells = ",".join([args.cells, *args.cell])
     out = Path(args.out or f"runs/analyze-{args.analysis}")
     result = ANALYSES[args.analysis](args, out)
     if "summary" in result:
@@ -544,6 +545,8 @@ def _analyze_command(sub) -> None:
     an.add_argument("--task", default="mean-sign", help="task for untrained models and their data")
     an.add_argument("--cells", default=None, help="comma-separated cells (discrepancy: rnn,gru = S2's sigmoid RNN and "
                     "Cho GRU; also rnn-tanh, gru-cudnn, lstm; others: rnn,gru,lstm)")
+    an.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class",
+                    help="add your cell (or any registered one) to --cells (repeatable)")
     an.add_argument("--hidden", type=int, default=None, help="hidden units of untrained models (default: the task's)")
     an.add_argument("--inits", default="normal,xavier,uniform", help="discrepancy: parameter draws")
     an.add_argument("--draws", type=int, default=2000, help="discrepancy: parameter draws per (cell, k)")
