@@ -85,29 +85,50 @@ def _params(cell):
     return {name: jnp.asarray(v) for name, v in cell.params.items()}
 
 
+PAD_TO = 8   # masked (variable-length) batches are padded to a multiple of this many steps
+
+
+def _pad(a: np.ndarray, T_pad: int, zeros: bool = False) -> np.ndarray:
+    """``a`` (T, ...) extended to T_pad steps: with zeros, or by repeating its last step (values a
+    cell's step has seen, so that a padded step's adjoint, multiplied by a zero delta, stays zero)."""
+    extra = [(0, T_pad - a.shape[0])] + [(0, 0)] * (a.ndim - 1)
+    return np.pad(a, extra) if zeros else np.pad(a, extra, mode="edge")
+
+
+def _padded_length(T: int, masked: bool) -> int:
+    """Variable-length batches come with a mask; padding them to a multiple of ``PAD_TO`` steps (the
+    extra steps masked out: they keep the state and pass no error) bounds the programs JAX compiles to
+    a few lengths instead of one per batch length. Exact: a masked step adds zeros."""
+    return -(-T // PAD_TO) * PAD_TO if masked else T
+
+
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     T, B = x.shape[:2]
     masked = mask is not None
+    T_pad = _padded_length(T, masked)
     with _x64(cell.dtype):
-        m = jnp.asarray(mask) if masked else jnp.ones((T, B, 1), cell.dtype)
-        states, steps = _program("forward", cell, masked)(_params(cell), jnp.asarray(x),
+        m = jnp.asarray(_pad(mask, T_pad, zeros=True)) if masked else jnp.ones((T, B, 1), cell.dtype)
+        states, steps = _program("forward", cell, masked)(_params(cell), jnp.asarray(_pad(x, T_pad)),
                                                            tuple(map(jnp.asarray, state0)), m)
-        cache = Cache(x, mask, state0, tuple(np.asarray(s) for s in states),
-                      {name: np.asarray(v) for name, v in steps.items()})
+        cache = Cache(x, mask, state0, tuple(np.asarray(s)[:T] for s in states),
+                      {name: np.asarray(v)[:T] for name, v in steps.items()})
     return cache.states[0], cache
 
 
 def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
     masked = cache.mask is not None
     T, B = cache.x.shape[:2]
+    T_pad = _padded_length(T, masked)
     with _x64(cell.dtype):
-        m = jnp.asarray(cache.mask) if masked else jnp.ones((T, B, 1), cell.dtype)
+        m = jnp.asarray(_pad(cache.mask, T_pad, zeros=True)) if masked else jnp.ones((T, B, 1), cell.dtype)
         grads, dx, dstate0, totals = _program("backward", cell, masked, k)(
-            _params(cell), jnp.asarray(cache.x), m, tuple(map(jnp.asarray, cache.state0)),
-            tuple(map(jnp.asarray, cache.states)), {n: jnp.asarray(v) for n, v in cache.steps.items()},
-            jnp.asarray(dhs))
+            _params(cell), jnp.asarray(_pad(cache.x, T_pad)), m, tuple(map(jnp.asarray, cache.state0)),
+            tuple(jnp.asarray(_pad(s, T_pad)) for s in cache.states),
+            {n: jnp.asarray(_pad(v, T_pad)) for n, v in cache.steps.items()}, jnp.asarray(_pad(dhs, T_pad, True)))
+        if dx is not None:
+            dx = dx[:T]
         if dh_out is not None:
-            dh_out[...] = np.asarray(totals)
+            dh_out[...] = np.asarray(totals)[:T]
         grads = {name: np.asarray(g) for name, g in grads.items()}
         dstate0 = tuple(np.asarray(d) for d in dstate0)
         dx = None if dx is None else np.asarray(dx)
