@@ -168,7 +168,7 @@ def test_settings_resolve_auto_to_the_engine_used():
 def test_a_cell_file_in_settings_brings_its_options(tmp_path):
     settings = resolve_settings(("--config x.toml", {"task": "adding", "cell": f"{EXAMPLE}:MGU", "hidden": 5}))
     assert settings["cell"] == f"{EXAMPLE}:MGU" and settings["engine"] in ("jax", "numpy")
-    with pytest.raises(ValueError, match="--cell: cell 'missing.py:X': no such file"):
+    with pytest.raises(ValueError, match="--cell: invalid value 'missing.py:X' for cell .cell 'missing.py:X': no such"):
         resolve_settings(("--cell", {"cell": "missing.py:X"}))
 
 

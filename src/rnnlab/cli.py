@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import json
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -476,6 +477,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
     if args.publish:
         Path(args.publish).parent.mkdir(parents=True, exist_ok=True)
         Path(args.publish).write_text(page)
+        shutil.copyfile(Path(args.out, "results.json"), Path(args.publish).with_suffix(".json"))
     print(page)
     return 0
 

@@ -802,7 +802,7 @@ def _bench_value(row: dict[str, Any]) -> str:
     if "mean" not in row:
         return f"{row['runs']} run(s)"
     failed = f"; {row['failed']} failed" if row["failed"] else ""
-    return f"{row['mean']:.3f} ± {row['std']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{failed}"
+    return f"{row['mean']:.3g} ± {row['std']:.2g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]{failed}"
 
 
 def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Page:
@@ -821,8 +821,10 @@ def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Pag
                   f"search ({len(results['learning_rates'])} Adam learning rates × {len(results['search_seeds'])} "
                   f"seeds, lowest mean dev loss), then retrained on {n_final} seeds disjoint from the search's "
                   f"({results['final_seeds'][0]}–{results['final_seeds'][-1]}). Compute: "
-                  f"{results['compute_seconds'] / 3600:.2f} h of training summed over runs, "
-                  f"{results['seconds'] / 60:.0f} min wall on {machine}. `{command}`.", kind="about"),
+                  f"{results['compute_seconds'] / 3600:.2f} h of training summed over the {results['runs']} runs "
+                  f"(measured on {machine}); this page's invocation trained {results['trained_now']} of them in "
+                  f"{results['seconds'] / 60:.1f} min and read the rest from the job store. `{command}`.",
+                  kind="about"),
         Heading("Claims, task by task"),
         Paragraph("A claim 'better'/'worse' holds on a task when the difference is significant in that direction "
                   "after Holm's correction over the task's comparisons (α = 0.05); 'same' holds when no difference "
@@ -841,7 +843,7 @@ def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Pag
         Paragraph("a − b of the test metric: Welch's 95% interval, raw p and Holm-adjusted p within the task "
                   "(which decides), the exact permutation p beside it, and P(a better than b) over seed pairs."),
         Table(["task", "a", "b", "a − b [95% CI]", "p", "p (Holm)", "P(a better)", "verdict"],
-              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3f} [{f['low']:+.3f}, {f['high']:+.3f}]",
+              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} [{f['low']:+.3g}, {f['high']:+.3g}]",
                 f"{f['p']:.2g}", f"{f['p_holm']:.2g}", f"{f['p_a_better']:.2f}", f["word"]]
                for f in results["comparisons"]]),
     ]

@@ -9,7 +9,7 @@ from rnnlab.cells.janet import JANET
 from rnnlab.cells.lstm import LSTM
 from rnnlab.cells.mingru import MinGRU
 from rnnlab.cells.registry import CELLS, cell_class, cell_options, load_cell_file, make_cell, register_cell
-from rnnlab.cells.rnn import IRNN, RNN  # noqa: I001 (the classics register first: their options' defaults lead)
+from rnnlab.cells.rnn import IRNN, RNN
 from rnnlab.cells.stack import Stack
 from rnnlab.cells.ugrnn import UGRNN
 

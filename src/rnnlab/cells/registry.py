@@ -98,7 +98,8 @@ def cell_class(name: str) -> type[Cell]:
         return load_cell_file(name)
     _load_entry_points()
     if name not in CELLS:
-        raise ValueError(f"cell: unknown cell {name!r}; expected one of {tuple(CELLS)} or path/to/file.py:ClassName")
+        raise ValueError(f"cell: unknown cell {name!r}; expected one of {tuple(sorted(CELLS))} or "
+                         "path/to/file.py:ClassName")
     return CELLS[name]
 
 

@@ -213,7 +213,7 @@ def resolve_settings(*sources: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
             try:
                 cell_class(str(values["cell"]))
             except ValueError as err:
-                raise ValueError(f"{where}: {err}") from None
+                raise ValueError(f"{where}: invalid value {values['cell']!r} for cell ({err})") from None
     table = {s.name: s for s in settings_table()}
     for where, values in sources:
         unknown = sorted(set(values) - set(table))
