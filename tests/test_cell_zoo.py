@@ -313,3 +313,22 @@ def test_sweeps_and_analyses_take_a_cell_file(tmp_path):
     assert main(["analyze", "gradient-flow", "--task", "adding", "--cells", "rnn", "--cell", f"{EXAMPLE}:MGU",
                  "--hidden", "4", "--examples", "8", "--out", str(tmp_path / "flow")]) == 0
     assert any("MGU" in p.read_text() for p in (tmp_path / "flow").glob("*.csv"))
+
+
+def test_the_published_benchmark_is_its_stored_results_rendered():
+    from rnnlab.experiments.statistics import compare_means, holm
+    from rnnlab.page import markdown
+    from rnnlab.report import bench_cells_page
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results"
+    results = json.loads((docs / "cells.json").read_text())
+    assert markdown(bench_cells_page(results)) == (docs / "cells.md").read_text()
+    assert len(results["cells"]) >= 8 and len(results["final_seeds"]) >= 10
+    assert set(results["search_seeds"]).isdisjoint(results["final_seeds"])
+    values = {(r["task"], r["cell"]): np.array(r["values"]) for r in results["rows"]}
+    for task in {c["task"] for c in results["comparisons"]}:
+        family = [c for c in results["comparisons"] if c["task"] == task]
+        for c, adjusted in zip(family, holm([f["p"] for f in family])):   # every number from the per-seed values
+            again = compare_means(values[task, c["a"]], values[task, c["b"]])
+            assert np.isclose(again.difference, c["difference"]) and np.isclose(again.p, c["p"])
+            assert np.isclose(adjusted, c["p_holm"])

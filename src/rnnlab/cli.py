@@ -472,7 +472,9 @@ def _bench_cells(args: argparse.Namespace) -> int:
         raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")
     results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
                                     args.workers, args.quick)
-    page = markdown(bench_cells_page(results, _processor() or platform.processor(), args.command_line))
+    results.update(machine=_processor() or platform.processor(), command=args.command_line)
+    Path(args.out, "results.json").write_text(json.dumps(results, indent=2, default=float))
+    page = markdown(bench_cells_page(results))
     Path(args.out, "cells.md").write_text(page)
     if args.publish:
         Path(args.publish).parent.mkdir(parents=True, exist_ok=True)

@@ -805,7 +805,7 @@ def _bench_value(row: dict[str, Any]) -> str:
     return f"{row['mean']:.3g} ± {row['std']:.2g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]{failed}"
 
 
-def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Page:
+def bench_cells_page(results: dict[str, Any]) -> Page:
     """docs/results/cells.md: the claims first (held on k of N tasks), then cell × task, then every
     comparison with its interval, raw and Holm-adjusted p, the exact p and P(A > B)."""
     tasks = results["tasks"]
@@ -822,8 +822,9 @@ def bench_cells_page(results: dict[str, Any], machine: str, command: str) -> Pag
                   f"seeds, lowest mean dev loss), then retrained on {n_final} seeds disjoint from the search's "
                   f"({results['final_seeds'][0]}–{results['final_seeds'][-1]}). Compute: "
                   f"{results['compute_seconds'] / 3600:.2f} h of training summed over the {results['runs']} runs "
-                  f"(measured on {machine}); this page's invocation trained {results['trained_now']} of them in "
-                  f"{results['seconds'] / 60:.1f} min and read the rest from the job store. `{command}`.",
+                  f"(measured on {results['machine']}); this page's invocation trained {results['trained_now']} of "
+                  f"them in {results['seconds'] / 60:.1f} min and read the rest from the job store. "
+                  f"`{results['command']}`.",
                   kind="about"),
         Heading("Claims, task by task"),
         Paragraph("A claim 'better'/'worse' holds on a task when the difference is significant in that direction "
