@@ -332,3 +332,22 @@ def test_the_published_benchmark_is_its_stored_results_rendered():
             again = compare_means(values[task, c["a"]], values[task, c["b"]])
             assert np.isclose(again.difference, c["difference"]) and np.isclose(again.p, c["p"])
             assert np.isclose(adjusted, c["p_holm"])
+
+
+def test_an_installed_package_registers_cells_by_entry_point(monkeypatch):
+    from rnnlab.cells import registry
+
+    class Point:
+        name = "mgu-installed"
+
+        def load(self):
+            return load_cell_file(f"{EXAMPLE}:MGU")
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [Point()] if group == "rnnlab.cells" else [])
+    monkeypatch.delitem(CELLS, "mgu-installed", raising=False)
+    monkeypatch.setattr(load_cell_file(f"{EXAMPLE}:MGU"), "name", load_cell_file(f"{EXAMPLE}:MGU").name)
+    try:
+        assert cell_class("mgu-installed") is load_cell_file(f"{EXAMPLE}:MGU")
+        assert rnnlab.make_cell("mgu-installed", 2, 3).num_params() == 2 * (6 + 9 + 3)
+    finally:
+        CELLS.pop("mgu-installed", None)
