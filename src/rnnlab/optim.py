@@ -19,6 +19,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 Params = MutableMapping[str, np.ndarray]
 Grads = Mapping[str, np.ndarray]
@@ -39,12 +40,28 @@ class Optimizer:
         self.state = {slot: {name: np.zeros_like(p) for name, p in params.items()} for slot in self.slots}
 
     def step(self, grads: Grads) -> None:
+        """Update the live arrays in place: one compiled pass per parameter (``fused``) where the
+        optimizer has one, else ``apply`` written back. Both give the same bits."""
         self.steps += 1
-        params, state = self.apply(self.params, grads, self.state, self.steps, self.lr)
+        fused = getattr(self, "fused", None)
+        if fused is not None:
+            for name, p in self.params.items():
+                g = np.ascontiguousarray(grads[name], dtype=p.dtype)
+                if p.flags.c_contiguous and p.dtype in (np.float32, np.float64):
+                    fused(p.reshape(-1), g.reshape(-1), [self.state[s][name].reshape(-1) for s in self.slots],
+                          self.steps, self.lr)
+                    continue
+                self._apply_one(name, p, grads)
+            return
         for name, p in self.params.items():
-            p[...] = params[name]
-            for slot in self.slots:
-                self.state[slot][name][...] = state[slot][name]
+            self._apply_one(name, p, grads)
+
+    def _apply_one(self, name: str, p: np.ndarray, grads: Grads) -> None:
+        params, state = self.apply({name: p}, {name: grads[name]},
+                                   {slot: {name: self.state[slot][name]} for slot in self.slots}, self.steps, self.lr)
+        p[...] = params[name]
+        for slot in self.slots:
+            self.state[slot][name][...] = state[slot][name]
 
     def apply(self, params: Mapping, grads: Grads, state: Mapping, t, lr, xp=np) -> tuple[dict, dict]:
         """Pure: one update of every parameter, weight decay included (g = grad + weight_decay · p)
@@ -98,6 +115,11 @@ class SGD(Optimizer):
         v = self.momentum * slots["velocity"] + g
         return lr * v, {"velocity": v}
 
+    def fused(self, p, g, slots, t, lr):
+        dt = p.dtype.type
+        _sgd_kernel(p, g, slots[0], dt(lr), dt(self.momentum), dt(self.weight_decay), self.momentum > 0,
+                    self.weight_decay > 0)
+
 
 class RMSProp(Optimizer):
     slots = ("square_avg",)
@@ -110,6 +132,11 @@ class RMSProp(Optimizer):
     def update(self, g, slots, t, lr, xp=np):
         s = self.alpha * slots["square_avg"] + (1 - self.alpha) * g * g
         return lr * g / (xp.sqrt(s) + self.eps), {"square_avg": s}
+
+    def fused(self, p, g, slots, t, lr):
+        dt = p.dtype.type
+        _rmsprop_kernel(p, g, slots[0], dt(lr), dt(self.alpha), dt(1 - self.alpha), dt(self.eps),
+                        dt(self.weight_decay), self.weight_decay > 0)
 
 
 class Adam(Optimizer):
@@ -128,6 +155,12 @@ class Adam(Optimizer):
         v_hat = v / (1 - b2**t)
         return lr * m_hat / (xp.sqrt(v_hat) + self.eps), {"m": m, "v": v}
 
+    def fused(self, p, g, slots, t, lr):
+        dt = p.dtype.type
+        b1, b2 = self.betas
+        _adam_kernel(p, g, slots[0], slots[1], dt(lr), dt(b1), dt(1 - b1), dt(b2), dt(1 - b2), dt(1 - b1**t),
+                     dt(1 - b2**t), dt(self.eps), dt(self.weight_decay), self.weight_decay > 0)
+
 
 class Adagrad(Optimizer):
     slots = ("sum",)
@@ -139,6 +172,54 @@ class Adagrad(Optimizer):
     def update(self, g, slots, t, lr, xp=np):
         s = slots["sum"] + g * g
         return lr * g / (xp.sqrt(s) + self.eps), {"sum": s}
+
+    def fused(self, p, g, slots, t, lr):
+        dt = p.dtype.type
+        _adagrad_kernel(p, g, slots[0], dt(lr), dt(self.eps), dt(self.weight_decay), self.weight_decay > 0)
+
+
+# -- the rules above as in-place loops (``Optimizer.fused``) ----------------------------------------
+# One pass over a parameter, its gradient and its slots, with the operations of ``update`` in the same
+# order and precision (scalars come in the arrays' dtype), so the bits equal ``apply``'s; NumPy's
+# expression makes a temporary and a pass for each operator. Not fastmath: the order is the contract.
+
+@njit(cache=True, error_model="numpy")
+def _sgd_kernel(p, g, velocity, lr, momentum, weight_decay, use_momentum, decay):
+    for i in range(p.size):
+        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        if use_momentum:
+            gi = momentum * velocity[i] + gi
+            velocity[i] = gi
+        p[i] = p[i] - lr * gi
+
+
+@njit(cache=True, error_model="numpy")
+def _rmsprop_kernel(p, g, square_avg, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
+    for i in range(p.size):
+        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        s = alpha * square_avg[i] + one_minus_alpha * gi * gi
+        square_avg[i] = s
+        p[i] = p[i] - lr * gi / (np.sqrt(s) + eps)
+
+
+@njit(cache=True, error_model="numpy")
+def _adam_kernel(p, g, m, v, lr, b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps, weight_decay,
+                 decay):
+    for i in range(p.size):
+        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        mi = b1 * m[i] + one_minus_b1 * gi
+        vi = b2 * v[i] + one_minus_b2 * gi * gi
+        m[i], v[i] = mi, vi
+        p[i] = p[i] - lr * (mi / correction1) / (np.sqrt(vi / correction2) + eps)
+
+
+@njit(cache=True, error_model="numpy")
+def _adagrad_kernel(p, g, total, lr, eps, weight_decay, decay):
+    for i in range(p.size):
+        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        s = total[i] + gi * gi
+        total[i] = s
+        p[i] = p[i] - lr * gi / (np.sqrt(s) + eps)
 
 
 OPTIMIZERS = {"sgd": SGD, "rmsprop": RMSProp, "adam": Adam, "adagrad": Adagrad}

@@ -364,25 +364,11 @@ def _train_epoch(model: RecurrentModel, train: Any, config: TrainConfig, optimiz
     stats, sequences, state = [], 0, None
     bar = _progress_bar(train.num_batches(config.batch_size), config.progress, f"epoch {epoch + 1}")
     for b, batch in enumerate(train.batches(config.batch_size, rng, bucket=config.bucket)):
-        clean = None
-        if config.weight_noise:
-            clean = {k: p.copy() for k, p in model.params.items()}
-            for p in model.params.values():
-                p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
-        loss, grads, batch_stats, state = model.loss_and_grads(
-            batch, state if batch.carry else None, config.back_steps, normalization=config.loss_normalization)
-        if clean is not None:
-            for k, p in model.params.items():
-                p[...] = clean[k]
-        where = "the loss" if not math.isfinite(loss) else None
-        bad = _first_non_finite(grads)
-        if where or bad:
-            raise TrainingDiverged(_diverged(epoch, b, where or f"the gradient of parameter {bad!r}", out,
-                                             good_epochs))
-        optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
-        bad = _first_non_finite(dict(model.params))
-        if bad:
-            raise TrainingDiverged(_diverged(epoch, b, f"parameter {bad!r} after the update", out, good_epochs))
+        try:
+            loss, batch_stats, state = train_step(model, batch, state if batch.carry else None, config, optimizer,
+                                                  rng)
+        except _NonFinite as err:
+            raise TrainingDiverged(_diverged(epoch, b, str(err), out, good_epochs)) from None
         stats.append(batch_stats)
         sequences += batch.size
         if bar is not None:
@@ -391,6 +377,35 @@ def _train_epoch(model: RecurrentModel, train: Any, config: TrainConfig, optimiz
     if bar is not None:
         bar.close()
     return stats, sequences
+
+
+class _NonFinite(ArithmeticError):
+    """A non-finite loss, gradient or parameter; the message names it."""
+
+
+def train_step(model: RecurrentModel, batch: Any, h0: list | None, config: TrainConfig, optimizer: Any,
+               rng: np.random.Generator) -> tuple[float, Any, list]:
+    """One update, as every loop (and ``benchmarks/bench_models.py``) runs it: forward and backward
+    (with weight noise perturbing the weights for the gradient only), the finiteness checks, clipping
+    and the optimizer's step. Returns (loss, the batch's stats, the final state per layer)."""
+    clean = None
+    if config.weight_noise:
+        clean = {k: p.copy() for k, p in model.params.items()}
+        for p in model.params.values():
+            p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
+    loss, grads, batch_stats, state = model.loss_and_grads(batch, h0, config.back_steps,
+                                                           normalization=config.loss_normalization)
+    if clean is not None:
+        for k, p in model.params.items():
+            p[...] = clean[k]
+    bad = _first_non_finite(grads)
+    if not math.isfinite(loss) or bad:
+        raise _NonFinite("the loss" if not math.isfinite(loss) else f"the gradient of parameter {bad!r}")
+    optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
+    bad = _first_non_finite(dict(model.params))
+    if bad:
+        raise _NonFinite(f"parameter {bad!r} after the update")
+    return loss, batch_stats, state
 
 
 def _keep_epoch(out: Path, row: dict[str, Any], history: list[dict], model: RecurrentModel, optimizer: Any,
