@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from rnnlab.cells.kernel_math import kernel_exp
 from rnnlab.common import sigmoid
 
 
@@ -58,13 +59,15 @@ def _softmax_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma:
     float64), the gradient (softmax − one-hot) · scale, and the weighted count of argmax hits."""
     total, correct = 0.0, 0.0
     for i in range(logits.shape[0]):
-        top, arg = logits[i, 0], 0
-        for j in range(1, logits.shape[1]):
-            if logits[i, j] > top:
-                top, arg = logits[i, j], j
+        top = logits[i, 0]
+        for j in range(1, logits.shape[1]):      # the max alone vectorises; its index is found below
+            top = max(top, logits[i, j])
+        arg = 0
+        while arg < logits.shape[1] - 1 and logits[i, arg] != top:
+            arg += 1
         s = 0.0
         for j in range(logits.shape[1]):   # each exponential once: kept in dlogits, then normalised
-            e = math.exp(logits[i, j] - top)
+            e = kernel_exp(logits[i, j] - top)
             dlogits[i, j] = e
             s += e
         t = targets[i]
