@@ -267,3 +267,18 @@ def test_token_ids_out_of_range_are_refused_naming_the_range():
     cell = rnnlab.make_cell("gru", 4, 3)
     with pytest.raises(ValueError, match=r"token ids \(T, B\) in \[0, 4\)"):
         cell.forward(np.array([[0, 4]]))
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba", "jax"])
+def test_a_gradient_nobody_asks_for_is_not_computed(engine):
+    """need_dx=False (a model's dense inputs: nothing upstream learns) skips dx, and nothing else moves."""
+    if engine == "jax":
+        pytest.importorskip("jax")
+    stack = rnnlab.Stack.build("lstm", 3, 4, num_layers=2, seed=0, engine=engine)
+    x = np.random.default_rng(0).normal(size=(6, 2, 3))
+    hs, cache = stack.forward(x)
+    dhs = np.ones_like(hs)
+    grads, dx, _ = stack.backward(dhs, cache)
+    skipped, none, _ = stack.backward(dhs, cache, need_dx=False)
+    assert none is None and dx.shape == x.shape
+    assert all(np.array_equal(grads[k], skipped[k]) for k in grads)

@@ -1,5 +1,6 @@
-"""The compiled softmax cross-entropy (one pass: loss, gradient, accuracy) against the pure function it
-replaces in the NumPy trainer, and its gradient against finite differences in float64."""
+"""The compiled softmax cross-entropy (one pass: loss, gradient, accuracy) and sigmoid cross-entropy
+against the pure functions they replace in the NumPy trainer, and their gradients against finite
+differences in float64."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnnlab.gradcheck import gradcheck
-from rnnlab.losses import softmax_cross_entropy_fused, softmax_cross_entropy_terms
+from rnnlab.losses import (
+    sigmoid_binary_cross_entropy_terms,
+    sigmoid_cross_entropy_fused,
+    softmax_cross_entropy_fused,
+    softmax_cross_entropy_terms,
+)
 
 
 def _case(seed: int, positions: tuple[int, ...], classes: int, masked: bool, dtype=np.float64):
@@ -52,3 +58,44 @@ def test_float32_stays_float32_within_its_precision_and_ties_pick_the_first_clas
     np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-6)
     tied = np.zeros((2, 3), np.float32)      # every class equal: argmax says class 0, as NumPy's does
     assert softmax_cross_entropy_fused(tied, np.array([0, 1]), np.ones(2, np.float32))[2] == 1.0
+
+
+# -- the sigmoid (88 independent notes) cross-entropy -------------------------------------------------
+
+def _notes(seed: int, positions: tuple[int, ...], notes: int, masked: bool, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    logits = (4 * rng.normal(size=(*positions, notes))).astype(dtype)
+    targets = (rng.random((*positions, notes)) < 0.2).astype(dtype)
+    w = (rng.random(positions) < 0.7).astype(dtype) if masked else np.ones(positions, dtype)
+    w.reshape(-1)[0] = 1.0
+    return logits, targets, w
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**31), T=st.integers(1, 5), B=st.integers(1, 4), notes=st.integers(1, 12),
+       masked=st.booleans(), per=st.sampled_from([None, 3.0]))
+def test_the_fused_sigmoid_loss_is_the_pure_one(seed, T, B, notes, masked, per):
+    logits, targets, w = _notes(seed, (T, B), notes, masked)
+    per_value = None if per is None else np.float64(per)
+    loss, dlogits = sigmoid_cross_entropy_fused(logits, targets, w, per_value)
+    ref_loss, ref_d = sigmoid_binary_cross_entropy_terms(logits, targets, w, np, per_value)
+    assert loss == pytest.approx(float(ref_loss), rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_fused_sigmoid_gradient_matches_finite_differences(masked):
+    logits, targets, w = _notes(5, (3, 2), 6, masked)
+    _, dlogits = sigmoid_cross_entropy_fused(logits, targets, w)
+    result = gradcheck(lambda a: sigmoid_cross_entropy_fused(a["logits"], targets, w)[0], {"logits": logits},
+                       {"logits": dlogits})
+    assert result.passed(1e-6), str(result)
+
+
+def test_the_fused_sigmoid_loss_cannot_overflow_and_keeps_float32():
+    logits, targets, w = _notes(2, (4, 3), 9, True, np.float32)
+    logits[0, 0, :2] = [1e4, -1e4]                      # exp would overflow where it not written as e^{−|l|}
+    loss, dlogits = sigmoid_cross_entropy_fused(logits, targets, w)
+    ref_loss, ref_d = sigmoid_binary_cross_entropy_terms(logits.astype(np.float64), targets, w.astype(np.float64))
+    assert dlogits.dtype == np.float32 and np.isfinite(loss) and loss == pytest.approx(float(ref_loss), rel=1e-6)
+    np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-6)

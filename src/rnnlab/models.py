@@ -33,6 +33,7 @@ from rnnlab.losses import (
     check_class_targets,
     one_hot,
     sigmoid_binary_cross_entropy_terms,
+    sigmoid_cross_entropy_fused,
     softmax_cross_entropy_fused,
     softmax_cross_entropy_terms,
     squared_error_terms,
@@ -163,7 +164,7 @@ class RecurrentModel:
         loss, stats, saved = self._head_loss(hs, batch, normalization)
         out_grads, dhs = head_loss_backward(self, self.readout.params, hs.shape, batch.mask, saved)
         grads = {f"out.{k}": g for k, g in out_grads.items()}
-        rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out)
+        rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out, need_dx=self.embedding is not None)
         grads.update({f"rnn.{k}": g for k, g in rnn_grads.items()})
         grads.update(model_inputs_backward(self, self.params, np.asarray(batch.x), dx))
         return loss, {k: grads[k] for k in self.params}, stats, Stack.final_state(cache)
@@ -216,8 +217,10 @@ def _mask(shape: tuple, mask, dtype, xp):
 def output_loss(model: RecurrentModel, outputs, y, w, xp=np, per=None):
     """The model's loss over positions weighted by w (divided by Σw, or by ``per``) → (loss,
     doutputs, correct or None); ``correct`` counts argmax hits where outputs are classes."""
-    if model.loss_name == "binary_cross_entropy":
-        return (*sigmoid_binary_cross_entropy_terms(outputs, y, w, xp, per), None)
+    if model.loss_name == "binary_cross_entropy":   # compiled in one pass under NumPy
+        fused = xp is np and outputs.dtype in (np.float32, np.float64)
+        return (*(sigmoid_cross_entropy_fused(outputs, y, w, per) if fused else
+                  sigmoid_binary_cross_entropy_terms(outputs, y, w, xp, per)), None)
     classes = xp.issubdtype(y.dtype, xp.integer)
     if model.loss_name == "cross_entropy" and xp is np:   # one compiled pass: loss, gradient and accuracy
         return softmax_cross_entropy_fused(outputs, y, w, per)

@@ -309,7 +309,8 @@ class Cell:
         m = check_mask(mask, T, B, self.dtype)
         return ENGINES[self.engine]().forward(self, x, state, m)
 
-    def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None):
+    def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None,
+                 need_dx: bool = True):
         """Backpropagation through time.
 
         dhs: (T, B, hidden), the error injected at each step (dL/dh_t from outside the cell).
@@ -318,7 +319,8 @@ class Cell:
         (its injection plus everything flowing back from later steps): the gradient-flow analyses
         read ‖∂L/∂h_t‖ from it.
         Returns (grads keyed like ``params``, dx (T, B, input_size), dh0), with dh0 shaped like h0;
-        dx is None where the inputs were token ids.
+        dx is None where the inputs were token ids or ``need_dx`` is False (nothing upstream of the
+        inputs learns: its matrix product is skipped).
         """
         k = check_back_steps(back_steps)
         T, B = cache.x.shape[:2]
@@ -326,7 +328,7 @@ class Cell:
         dhs = np.asarray(dhs, dtype=self.dtype)
         if dhs.shape != (T, B, H):
             raise ValueError(f"dhs: expected shape (T, B, hidden) = ({T}, {B}, {H}), got {dhs.shape}")
-        return ENGINES[self.engine]().backward(self, dhs, cache, k, dh_out)
+        return ENGINES[self.engine]().backward(self, dhs, cache, k, dh_out, need_dx)
 
     def param_grads(self, p, x, prev_h, steps, dxw, dhw, xp=np) -> dict[str, Array]:
         """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""

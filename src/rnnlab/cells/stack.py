@@ -78,15 +78,17 @@ class Stack:
             caches.append(cache)
         return x, caches
 
-    def backward(self, dhs: Any, cache: list[Cache], back_steps: int | None = None, dh_out: list | None = None):
+    def backward(self, dhs: Any, cache: list[Cache], back_steps: int | None = None, dh_out: list | None = None,
+                 need_dx: bool = True):
         """Returns (grads keyed like ``params``, dx (T, B, input_size), dh0 as a list per layer).
-        ``dh_out``: optional list of (T, B, hidden) arrays, one per layer (see ``Cell.backward``)."""
+        ``dh_out``: optional list of (T, B, hidden) arrays, one per layer (see ``Cell.backward``);
+        ``need_dx=False``: the bottom layer skips the gradient of the stack's inputs (dx is None)."""
         grads: dict[str, np.ndarray] = {}
         dh0s = [None] * len(self.layers)
         d = dhs
         for i in range(len(self.layers) - 1, -1, -1):
             out = None if dh_out is None else dh_out[i]
-            layer_grads, d, dh0s[i] = self.layers[i].backward(d, cache[i], back_steps, out)
+            layer_grads, d, dh0s[i] = self.layers[i].backward(d, cache[i], back_steps, out, need_dx or i > 0)
             grads.update({f"{i}.{name}": g for name, g in layer_grads.items()})
         return {name: grads[name] for name in self.params}, d, dh0s
 

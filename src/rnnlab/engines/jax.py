@@ -115,7 +115,8 @@ def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tupl
     return cache.states[0], cache
 
 
-def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+             need_dx: bool = True):
     masked = cache.mask is not None
     T, B = cache.x.shape[:2]
     T_pad = _padded_length(T, masked)
@@ -125,8 +126,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
             _params(cell), jnp.asarray(_pad(cache.x, T_pad)), m, tuple(map(jnp.asarray, cache.state0)),
             tuple(jnp.asarray(_pad(s, T_pad)) for s in cache.states),
             {n: jnp.asarray(_pad(v, T_pad)) for n, v in cache.steps.items()}, jnp.asarray(_pad(dhs, T_pad, True)))
-        if dx is not None:
-            dx = dx[:T]
+        dx = dx[:T] if dx is not None and need_dx else None
         if dh_out is not None:
             dh_out[...] = np.asarray(totals)[:T]
         grads = {name: np.asarray(g) for name, g in grads.items()}

@@ -59,7 +59,8 @@ def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tupl
     return cache.states[0], cache
 
 
-def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+             need_dx: bool = True):
     p = cell.params
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
@@ -70,4 +71,4 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
                                             _mask2d(cache.mask, T, B, cell.dtype), -1 if k is None else k, totals,
                                             dxw, dhw)
     grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
-    return grads, loops.input_gradient(p, dxw, cache.x), loops.shaped_like_h0(dstate0)
+    return grads, loops.input_gradient(p, dxw, cache.x) if need_dx else None, loops.shaped_like_h0(dstate0)

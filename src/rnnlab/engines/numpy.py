@@ -35,7 +35,8 @@ def forward(cell, x: np.ndarray, state: tuple, m: np.ndarray | None) -> tuple[np
     return cache.states[0], cache
 
 
-def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None):
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+             need_dx: bool = True):
     p, m = cell.params, cache.mask
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
@@ -55,4 +56,5 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
         dxw[t], dhw[t] = dxw_t, dhw_t
         carry = loops.step_back(loops.pass_padding(dprev, d, m_t), k, np)
     grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
-    return grads, loops.input_gradient(p, dxw, cache.x), loops.shaped_like_h0(loops.initial_state_delta(carry, k))
+    dx = loops.input_gradient(p, dxw, cache.x) if need_dx else None
+    return grads, dx, loops.shaped_like_h0(loops.initial_state_delta(carry, k))
