@@ -138,10 +138,11 @@ def test_schedules():
 @settings(max_examples=30, deadline=None)
 @given(name=st.sampled_from(["sgd", "sgd-momentum", "adam", "rmsprop", "adagrad"]),
        dtype=st.sampled_from([np.float32, np.float64]), weight_decay=st.sampled_from([0.0, 1e-2]),
-       lr=st.floats(1e-4, 1.0), seed=st.integers(0, 2**16))
-def test_the_fused_in_place_update_gives_the_bits_of_the_pure_rule(name, dtype, weight_decay, lr, seed):
+       lr=st.floats(1e-4, 1.0), seed=st.integers(0, 2**16), grad_scale=st.sampled_from([1.0, 0.37]))
+def test_the_fused_in_place_update_gives_the_bits_of_the_pure_rule(name, dtype, weight_decay, lr, seed, grad_scale):
     """Optimizer.step runs one compiled pass per parameter; Optimizer.apply (what the JAX replica
-    trainer runs) is the reference, and every parameter and slot must come out bit for bit the same."""
+    trainer runs) is the reference, and every parameter and slot must come out bit for bit the same,
+    with the clipping factor applied inside the pass as clip_global_norm applies it outside."""
     rng = np.random.default_rng(seed)
     start = {"W": rng.normal(size=(13, 6)).astype(dtype), "b": rng.normal(size=5).astype(dtype)}
     kind, extra = ("sgd", {"momentum": 0.9}) if name == "sgd-momentum" else (name, {})
@@ -151,9 +152,16 @@ def test_the_fused_in_place_update_gives_the_bits_of_the_pure_rule(name, dtype, 
     pure.fused = None                                   # the write-back of apply()
     for _ in range(4):
         grads = {k: rng.normal(size=v.shape).astype(dtype) for k, v in start.items()}
-        fused.step(grads)
-        pure.step(grads)
+        assert fused.step(grads, grad_scale) and pure.step(grads, grad_scale)
     for k in start:
         assert fused_params[k].dtype == dtype and np.array_equal(fused_params[k], pure_params[k])
         for slot in fused.slots:
             assert np.array_equal(fused.state[slot][k], pure.state[slot][k])
+
+
+def test_the_update_reports_a_parameter_that_turned_non_finite():
+    params = {"W": np.ones(5, np.float32), "b": np.ones(3, np.float32)}
+    optimizer = make_optimizer("sgd", params, 1.0)
+    assert optimizer.step({"W": np.zeros(5, np.float32), "b": np.zeros(3, np.float32)})
+    assert not optimizer.step({"W": np.array([0, 0, np.inf, 0, 0], np.float32), "b": np.zeros(3, np.float32)})
+    assert np.isinf(params["W"][2])

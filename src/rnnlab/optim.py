@@ -39,29 +39,32 @@ class Optimizer:
         self.steps = 0
         self.state = {slot: {name: np.zeros_like(p) for name, p in params.items()} for slot in self.slots}
 
-    def step(self, grads: Grads) -> None:
-        """Update the live arrays in place: one compiled pass per parameter (``fused``) where the
-        optimizer has one, else ``apply`` written back. Both give the same bits."""
+    def step(self, grads: Grads, grad_scale: float = 1.0) -> bool:
+        """Update the live arrays in place with the gradients times ``grad_scale`` (global-norm
+        clipping's factor): one compiled pass per parameter (``fused``) where the optimizer has one,
+        else ``apply`` written back; both give the same bits. Returns whether every parameter is
+        finite after the update (the fused pass finds out on the way)."""
         self.steps += 1
         fused = getattr(self, "fused", None)
-        if fused is not None:
-            for name, p in self.params.items():
-                g = np.ascontiguousarray(grads[name], dtype=p.dtype)
-                if p.flags.c_contiguous and p.dtype in (np.float32, np.float64):
-                    fused(p.reshape(-1), g.reshape(-1), [self.state[s][name].reshape(-1) for s in self.slots],
-                          self.steps, self.lr)
-                    continue
-                self._apply_one(name, p, grads)
-            return
+        finite = True
         for name, p in self.params.items():
-            self._apply_one(name, p, grads)
+            if fused is not None and p.flags.c_contiguous and p.dtype in (np.float32, np.float64):
+                g = np.ascontiguousarray(grads[name], dtype=p.dtype)
+                check = fused(p.reshape(-1), g.reshape(-1), [self.state[s][name].reshape(-1) for s in self.slots],
+                              self.steps, self.lr, p.dtype.type(grad_scale))
+                finite = finite and check == 0               # the count of entries that are not finite
+            else:
+                finite = self._apply_one(name, p, grads, grad_scale) and finite
+        return finite
 
-    def _apply_one(self, name: str, p: np.ndarray, grads: Grads) -> None:
-        params, state = self.apply({name: p}, {name: grads[name]},
+    def _apply_one(self, name: str, p: np.ndarray, grads: Grads, grad_scale: float = 1.0) -> bool:
+        g = grads[name] if grad_scale == 1.0 else grads[name] * np.asarray(grad_scale).astype(grads[name].dtype)
+        params, state = self.apply({name: p}, {name: g},
                                    {slot: {name: self.state[slot][name]} for slot in self.slots}, self.steps, self.lr)
         p[...] = params[name]
         for slot in self.slots:
             self.state[slot][name][...] = state[slot][name]
+        return bool(np.isfinite(p).all())
 
     def apply(self, params: Mapping, grads: Grads, state: Mapping, t, lr, xp=np) -> tuple[dict, dict]:
         """Pure: one update of every parameter, weight decay included (g = grad + weight_decay · p)
@@ -115,10 +118,10 @@ class SGD(Optimizer):
         v = self.momentum * slots["velocity"] + g
         return lr * v, {"velocity": v}
 
-    def fused(self, p, g, slots, t, lr):
+    def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
-        _sgd_kernel(p, g, slots[0], dt(lr), dt(self.momentum), dt(self.weight_decay), self.momentum > 0,
-                    self.weight_decay > 0)
+        return _sgd_kernel(p, g, slots[0], scale, dt(lr), dt(self.momentum), dt(self.weight_decay), self.momentum > 0,
+                           self.weight_decay > 0)
 
 
 class RMSProp(Optimizer):
@@ -133,10 +136,10 @@ class RMSProp(Optimizer):
         s = self.alpha * slots["square_avg"] + (1 - self.alpha) * g * g
         return lr * g / (xp.sqrt(s) + self.eps), {"square_avg": s}
 
-    def fused(self, p, g, slots, t, lr):
+    def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
-        _rmsprop_kernel(p, g, slots[0], dt(lr), dt(self.alpha), dt(1 - self.alpha), dt(self.eps),
-                        dt(self.weight_decay), self.weight_decay > 0)
+        return _rmsprop_kernel(p, g, slots[0], scale, dt(lr), dt(self.alpha), dt(1 - self.alpha), dt(self.eps),
+                               dt(self.weight_decay), self.weight_decay > 0)
 
 
 class Adam(Optimizer):
@@ -155,11 +158,11 @@ class Adam(Optimizer):
         v_hat = v / (1 - b2**t)
         return lr * m_hat / (xp.sqrt(v_hat) + self.eps), {"m": m, "v": v}
 
-    def fused(self, p, g, slots, t, lr):
+    def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
         b1, b2 = self.betas
-        _adam_kernel(p, g, slots[0], slots[1], dt(lr), dt(b1), dt(1 - b1), dt(b2), dt(1 - b2), dt(1 - b1**t),
-                     dt(1 - b2**t), dt(self.eps), dt(self.weight_decay), self.weight_decay > 0)
+        return _adam_kernel(p, g, slots[0], slots[1], scale, dt(lr), dt(b1), dt(1 - b1), dt(b2), dt(1 - b2),
+                            dt(1 - b1**t), dt(1 - b2**t), dt(self.eps), dt(self.weight_decay), self.weight_decay > 0)
 
 
 class Adagrad(Optimizer):
@@ -173,53 +176,75 @@ class Adagrad(Optimizer):
         s = slots["sum"] + g * g
         return lr * g / (xp.sqrt(s) + self.eps), {"sum": s}
 
-    def fused(self, p, g, slots, t, lr):
+    def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
-        _adagrad_kernel(p, g, slots[0], dt(lr), dt(self.eps), dt(self.weight_decay), self.weight_decay > 0)
+        return _adagrad_kernel(p, g, slots[0], scale, dt(lr), dt(self.eps), dt(self.weight_decay),
+                               self.weight_decay > 0)
 
 
 # -- the rules above as in-place loops (``Optimizer.fused``) ----------------------------------------
 # One pass over a parameter, its gradient and its slots, with the operations of ``update`` in the same
 # order and precision (scalars come in the arrays' dtype), so the bits equal ``apply``'s; NumPy's
 # expression makes a temporary and a pass for each operator. Not fastmath: the order is the contract.
+# Each also counts the parameters that came out non-finite (an integer sum, which still vectorises).
 
 @njit(cache=True, error_model="numpy")
-def _sgd_kernel(p, g, velocity, lr, momentum, weight_decay, use_momentum, decay):
+def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum, decay):
+    bad = 0
     for i in range(p.size):
-        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        gi = g[i] * scale
+        if decay:
+            gi = gi + weight_decay * p[i]
         if use_momentum:
             gi = momentum * velocity[i] + gi
             velocity[i] = gi
         p[i] = p[i] - lr * gi
+        bad += (p[i] - p[i]) != 0.0          # x − x is 0 exactly when x is finite
+    return bad
 
 
 @njit(cache=True, error_model="numpy")
-def _rmsprop_kernel(p, g, square_avg, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
+def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
+    bad = 0
     for i in range(p.size):
-        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        gi = g[i] * scale
+        if decay:
+            gi = gi + weight_decay * p[i]
         s = alpha * square_avg[i] + one_minus_alpha * gi * gi
         square_avg[i] = s
         p[i] = p[i] - lr * gi / (np.sqrt(s) + eps)
+        bad += (p[i] - p[i]) != 0.0          # x − x is 0 exactly when x is finite
+    return bad
 
 
 @njit(cache=True, error_model="numpy")
-def _adam_kernel(p, g, m, v, lr, b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps, weight_decay,
-                 decay):
+def _adam_kernel(p, g, m, v, scale, lr, b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps,
+                 weight_decay, decay):
+    bad = 0
     for i in range(p.size):
-        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        gi = g[i] * scale
+        if decay:
+            gi = gi + weight_decay * p[i]
         mi = b1 * m[i] + one_minus_b1 * gi
         vi = b2 * v[i] + one_minus_b2 * gi * gi
         m[i], v[i] = mi, vi
         p[i] = p[i] - lr * (mi / correction1) / (np.sqrt(vi / correction2) + eps)
+        bad += (p[i] - p[i]) != 0.0          # x − x is 0 exactly when x is finite
+    return bad
 
 
 @njit(cache=True, error_model="numpy")
-def _adagrad_kernel(p, g, total, lr, eps, weight_decay, decay):
+def _adagrad_kernel(p, g, total, scale, lr, eps, weight_decay, decay):
+    bad = 0
     for i in range(p.size):
-        gi = g[i] + weight_decay * p[i] if decay else g[i]
+        gi = g[i] * scale
+        if decay:
+            gi = gi + weight_decay * p[i]
         s = total[i] + gi * gi
         total[i] = s
         p[i] = p[i] - lr * gi / (np.sqrt(s) + eps)
+        bad += (p[i] - p[i]) != 0.0          # x − x is 0 exactly when x is finite
+    return bad
 
 
 OPTIMIZERS = {"sgd": SGD, "rmsprop": RMSProp, "adam": Adam, "adagrad": Adagrad}

@@ -32,7 +32,7 @@ import numpy as np
 
 from rnnlab.engines.threads import blas_threads, choose_threads
 from rnnlab.models import RecurrentModel, Stats
-from rnnlab.optim import clip_gradients, make_optimizer, make_schedule
+from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
 CHECKPOINT = "checkpoint.npz"
 
@@ -398,13 +398,22 @@ def train_step(model: RecurrentModel, batch: Any, h0: list | None, config: Train
     if clean is not None:
         for k, p in model.params.items():
             p[...] = clean[k]
-    bad = _first_non_finite(grads)
-    if not math.isfinite(loss) or bad:
-        raise _NonFinite("the loss" if not math.isfinite(loss) else f"the gradient of parameter {bad!r}")
-    optimizer.step(clip_gradients(grads, config.clip_value, config.clip))
-    bad = _first_non_finite(dict(model.params))
-    if bad:
-        raise _NonFinite(f"parameter {bad!r} after the update")
+    if not math.isfinite(loss):
+        raise _NonFinite("the loss")
+    scale = 1.0
+    if config.clip_value is None:        # one pass: the norm clipping needs also says whether all is finite
+        norm = float(global_norm(grads))
+        if not math.isfinite(norm) and _first_non_finite(grads):
+            raise _NonFinite(f"the gradient of parameter {_first_non_finite(grads)!r}")
+        if config.clip is not None and norm > config.clip:
+            scale = config.clip / norm   # clip_global_norm's factor, applied inside the update
+    else:
+        bad = _first_non_finite(grads)
+        if bad:
+            raise _NonFinite(f"the gradient of parameter {bad!r}")
+        grads = clip_gradients(grads, config.clip_value, config.clip)
+    if not optimizer.step(grads, grad_scale=scale):
+        raise _NonFinite(f"parameter {_first_non_finite(dict(model.params))!r} after the update")
     return loss, batch_stats, state
 
 
