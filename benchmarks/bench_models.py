@@ -36,12 +36,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from rnnlab.engines.threads import cpu_cores  # noqa: E402
+from rnnlab.engines.threads import blas_threads, cpu_cores  # noqa: E402
 from rnnlab.experiments.settings import build, train_config  # noqa: E402
 from rnnlab.experiments.studies import EXPERIMENTS  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
 from rnnlab.optim import make_optimizer  # noqa: E402
-from rnnlab.train import train_step  # noqa: E402
+from rnnlab.train import train_step, training_threads  # noqa: E402
 
 # (label, study, configuration key, settings changed so that PyTorch has the same model)
 MODELS = (
@@ -213,7 +213,9 @@ def main() -> None:
         probe = time.perf_counter()
         ours()
         repeats = max(1, int(args.seconds / max(time.perf_counter() - probe, 1e-4)))
-        ms = measure({"rnnlab": ours, "torch": theirs}, repeats, args.blocks, ALL_CORES)
+        # the BLAS threads training would use (the rule of rnnlab.engines.threads, or 1), for both
+        with blas_threads(training_threads(model, settings["batch_size"], settings["threads"] if ALL_CORES else 1)):
+            ms = measure({"rnnlab": ours, "torch": theirs}, repeats, args.blocks, ALL_CORES)
         floor = step_flops(model, batch) / rate * 1000
         print(f"| {label} | {tuple(np.asarray(batch.x).shape[:2])} | {ms['rnnlab']:.2f} | {ms['torch']:.2f} | "
               f"{ms['torch'] / ms['rnnlab']:.2f}× | {100 * floor / ms['rnnlab']:.0f}% |", flush=True)

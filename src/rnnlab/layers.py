@@ -83,6 +83,9 @@ def linear(p: dict, h):
     """Pure: y = h W (+ b), for any leading axes; NumPy or JAX arrays."""
     # one (T·B, in) matrix product: NumPy runs a stacked (T, B, in) @ W as T small ones, up to 2× slower
     y = (h.reshape(-1, h.shape[-1]) @ p["W"]).reshape(*h.shape[:-1], p["W"].shape[1])
+    if "b" in p and isinstance(y, np.ndarray):   # the product is ours: add in place, no second (T·B, out) array
+        y += p["b"]
+        return y
     return y + p["b"] if "b" in p else y
 
 
