@@ -383,7 +383,7 @@ def _engine_option(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnlab",
-        description="A laboratory for recurrent neural networks: RNN, GRU and LSTM from scratch.",
+        description="A laboratory for recurrent neural networks: RNN, GRU, LSTM and any cell you bring, from scratch.",
         formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
