@@ -31,6 +31,7 @@ if not ALL_CORES:
 import argparse  # noqa: E402
 import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -191,6 +192,8 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.5, help="rough length of one block")
     parser.add_argument("--only", default=None, help="comma-separated labels' first words (e.g. PTB,JSB)")
+    parser.add_argument("--profile", action="store_true", help="after the table, where rnnlab's step spends its "
+                        "time: the functions with the largest own time over 20 steps, as shares of the step")
     args = parser.parse_args()
     threads = cpu_cores() if ALL_CORES else 1
     torch.set_num_threads(threads)
@@ -199,6 +202,7 @@ def main() -> None:
           f"{args.blocks} interleaved blocks; float32 GEMM {rate / 1e9:.1f} GFLOP/s measured\n")
     print("| study model | batch (T, B) | rnnlab ms | torch ms | torch / rnnlab | rnnlab at % of the GEMM floor |")
     print("|---|---|---|---|---|---|")
+    profiles = []
     for label, study, key, changes in MODELS:
         if args.only and not any(label.startswith(w) for w in args.only.split(",")):
             continue
@@ -219,6 +223,27 @@ def main() -> None:
         floor = step_flops(model, batch) / rate * 1000
         print(f"| {label} | {tuple(np.asarray(batch.x).shape[:2])} | {ms['rnnlab']:.2f} | {ms['torch']:.2f} | "
               f"{ms['torch'] / ms['rnnlab']:.2f}× | {100 * floor / ms['rnnlab']:.0f}% |", flush=True)
+        if args.profile:
+            profiles.append((label, profile(ours)))
+    for label, shares in profiles:
+        print(f"\n{label}: " + "; ".join(f"{name} {share:.0%}" for name, share in shares))
+
+
+def profile(step, steps: int = 20, top: int = 6) -> list[tuple[str, float]]:
+    """The functions with the largest own time over ``steps`` calls of ``step``, as shares of the total."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    total = sum(row[2] for row in stats.values())
+    rows = sorted(((f"{Path(file).stem}.{name}", row[2]) for (file, _, name), row in stats.items()),
+                  key=lambda item: -item[1])[:top]
+    return [(name, own / total) for name, own in rows]
 
 
 def _processor() -> str:
