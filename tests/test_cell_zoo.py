@@ -351,3 +351,14 @@ def test_an_installed_package_registers_cells_by_entry_point(monkeypatch):
         assert rnnlab.make_cell("mgu-installed", 2, 3).num_params() == 2 * (6 + 9 + 3)
     finally:
         CELLS.pop("mgu-installed", None)
+
+
+@pytest.mark.slow
+def test_compare_with_a_cell_file_runs_the_study_with_it_end_to_end(tmp_path):
+    assert main(["compare", "--quick", "--seeds", "2", "--cell", f"{EXAMPLE}:MGU", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "compare+mgu" / "results.json").read_text())
+    keys = {c["key"] for c in results["configurations"]}
+    assert {"embedded-reber-mgu-12", "mean-sign-mgu-45"} <= keys
+    claims = [v for v in results["verdicts"] if v["claim"].startswith("mgu-12 vs")]
+    assert len(claims) >= 3 and all(v["verdict"] for v in claims)
+    assert (tmp_path / "compare+mgu" / "report.html").is_file()

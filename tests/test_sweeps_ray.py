@@ -5,6 +5,7 @@ signalling those process groups, nothing else. Skipped, naming why, without the 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import signal
@@ -200,3 +201,19 @@ def test_a_study_on_ray_loses_a_node_and_keeps_every_run_once(tmp_path, own_clus
         (tmp_path / "local" / "tiny" / "results.csv").read_text()
     again = _study(tmp_path, "ray", "ray", cluster.address)     # resumed: nothing left to train
     assert "0 runs to train" in again.stderr and "6 already done" in again.stderr
+
+
+def test_bench_cells_on_ray_with_a_user_cell_gives_the_local_numbers(tmp_path, cluster):
+    """bench-cells --executor ray: a cell brought by file trains on the cluster's workers (they import
+    the file themselves), every run comes back to the job store, and the numbers are the local ones."""
+    cell = str(Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py") + ":MGU"
+    results = {}
+    for name, extra in (("local", ["--workers", "2"]), ("ray", ["--executor", "ray", "--address", cluster.address])):
+        out = tmp_path / name
+        subprocess.run([sys.executable, "-m", "rnnlab.cli", "bench-cells", "rnn", "--cell", cell, "--tasks",
+                        "adding-50", "--quick", "--out", str(out), *extra], env=ENV, check=True, capture_output=True,
+                       text=True)
+        results[name] = json.loads((out / "results.json").read_text())
+        assert len(list((out / "jobs").glob("*/result.json"))) == 2 + 2 * 2     # search 1 rate × 1 seed, final 2
+    assert [(r["cell"], r["values"]) for r in results["local"]["rows"]] == \
+        [(r["cell"], r["values"]) for r in results["ray"]["rows"]]
