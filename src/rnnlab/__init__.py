@@ -23,6 +23,7 @@ from rnnlab.cells import (
     make_cell,
     register_cell,
 )
+from rnnlab.checks import check_cell
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.gradcheck import GradcheckResult, gradcheck, numerical_gradient
 from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CELLS", "GRU", "LSTM", "RNN", "Cache", "Cell", "Option", "Stack", "cell_class", "load_cell_file",
-    "register_cell", "DEFAULT_TRAINING_ENGINE", "ENGINES", "Embedding", "Linear",
+    "register_cell", "check_cell", "DEFAULT_TRAINING_ENGINE", "ENGINES", "Embedding", "Linear",
     "GradcheckResult",
     "count_params", "gradcheck", "hidden_for_budget", "make_cell", "numerical_gradient",
     "select_last", "select_last_backward", "sigmoid_binary_cross_entropy", "softmax_cross_entropy",
