@@ -18,12 +18,12 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUM
     os.environ[_name] = "1"      # every thread pool pinned before NumPy is imported
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import rnnlab.models as models  # noqa: E402
+from rnnlab.engines.threads import processor_name  # noqa: E402
 from rnnlab.experiments.settings import build, default_settings  # noqa: E402
 from rnnlab.losses import softmax_cross_entropy_terms  # noqa: E402
 from rnnlab.models import RecurrentModel, model_inputs  # noqa: E402
@@ -65,7 +65,7 @@ def main() -> None:
         for name, way in ways.items():
             times[name].append(cpu_ms(*way))
     RecurrentModel._inputs, models.softmax_cross_entropy_fused = row_lookups, fused
-    print(f"{platform.processor() or platform.machine()}; batch {np.asarray(batch.x).shape} (T, B), vocab "
+    print(f"{processor_name()}; batch {np.asarray(batch.x).shape} (T, B), vocab "
           f"{model.input_size}, hidden {model.hidden_size}; 1 thread, CPU ms per step (median of {args.blocks})")
     base = np.median(times["rnnlab"])
     for name, values in times.items():

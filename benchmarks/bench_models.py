@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from rnnlab.engines.threads import blas_threads, cpu_cores  # noqa: E402
+from rnnlab.engines.threads import blas_threads, cpu_cores, processor_name  # noqa: E402
 from rnnlab.experiments.settings import build, train_config  # noqa: E402
 from rnnlab.experiments.studies import EXPERIMENTS  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
@@ -198,7 +198,7 @@ def main() -> None:
     threads = cpu_cores() if ALL_CORES else 1
     torch.set_num_threads(threads)
     rate = gemm_rate(threads)
-    print(f"{_processor()}; {threads} thread(s); {'wall' if ALL_CORES else 'CPU'} ms per step, median of "
+    print(f"{processor_name()}; {threads} thread(s); {'wall' if ALL_CORES else 'CPU'} ms per step, median of "
           f"{args.blocks} interleaved blocks; float32 GEMM {rate / 1e9:.1f} GFLOP/s measured\n")
     print("| study model | batch (T, B) | rnnlab ms | torch ms | torch / rnnlab | rnnlab at % of the GEMM floor |")
     print("|---|---|---|---|---|---|")
@@ -244,16 +244,6 @@ def profile(step, steps: int = 20, top: int = 6) -> list[tuple[str, float]]:
     rows = sorted(((f"{Path(file).stem}.{name}", row[2]) for (file, _, name), row in stats.items()),
                   key=lambda item: -item[1])[:top]
     return [(name, own / total) for name, own in rows]
-
-
-def _processor() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown processor"
 
 
 if __name__ == "__main__":

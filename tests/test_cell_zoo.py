@@ -362,3 +362,10 @@ def test_compare_with_a_cell_file_runs_the_study_with_it_end_to_end(tmp_path):
     claims = [v for v in results["verdicts"] if v["claim"].startswith("mgu-12 vs")]
     assert len(claims) >= 3 and all(v["verdict"] for v in claims)
     assert (tmp_path / "compare+mgu" / "report.html").is_file()
+
+
+def test_a_user_subclass_of_a_built_in_cell_keeps_its_own_name(tmp_path):
+    path = tmp_path / "leaky.py"
+    path.write_text("from rnnlab import GRU\n\n\nclass LeakyGRU(GRU):\n    title = 'leaky GRU'\n")
+    cls = load_cell_file(f"{path}:LeakyGRU")
+    assert cls.name == f"{path}:LeakyGRU" and CELLS["gru"] is rnnlab.GRU and rnnlab.GRU.name == "gru"

@@ -200,3 +200,15 @@ def test_gradcheck_detects_a_wrong_gradient():
     result = rnnlab.gradcheck(lambda a: float((a["w"] ** 3).sum()), {"w": w}, {"w": 3 * w**2 + 1e-3})
     assert not result.passed(TOL) and result.worst == "w"
 
+
+
+def test_a_kink_inside_the_stencil_is_named_not_differenced():
+    from rnnlab.gradcheck import KinkError, numerical_gradient
+
+    def relu_sum(a):
+        return float(np.maximum(a["w"], 0.0).sum())
+
+    smooth = numerical_gradient(relu_sum, {"w": np.array([0.5, -0.5])}, kink_tolerance=1e-5)
+    np.testing.assert_allclose(smooth["w"], [1.0, 0.0], atol=1e-10)
+    with pytest.raises(KinkError, match=r"w\[1\]"):
+        numerical_gradient(relu_sum, {"w": np.array([0.5, 1e-5])}, kink_tolerance=1e-5)

@@ -38,7 +38,7 @@ import numpy as np
 from rnnlab.cells.base import Cell
 from rnnlab.cells.registry import cell_class
 from rnnlab.engines import ENGINES
-from rnnlab.gradcheck import relative_error
+from rnnlab.gradcheck import KinkError, numerical_gradient, relative_error
 
 TOLERANCE = 1e-6          # finite differences, float64 (the project's bar for every backward pass)
 EXACT = 1e-10             # two implementations of the same arithmetic
@@ -74,10 +74,6 @@ class CheckReport:
         lines += [f"  {'ok  ' if r.passed else 'FAIL'} {r.name}" + (f": {r.detail}" if r.detail else "")
                   for r in self.results]
         return "\n".join(lines)
-
-
-class KinkError(Exception):
-    """The draw puts a pre-activation within a finite-difference step of a kink."""
 
 
 def configurations(cls: type[Cell]) -> list[dict[str, Any]]:
@@ -139,28 +135,6 @@ def _windowed_loss(cell: Cell, arrays: dict, dhs, k: int, frozen: list) -> float
     return total
 
 
-def _finite_differences(fn, arrays: dict) -> dict:
-    """Fourth-order central differences of ``fn``; raises KinkError where the two central estimates
-    inside the stencil disagree (a kink within 2·EPS), so that the caller redraws."""
-    work = {n: np.array(a, dtype=np.float64) for n, a in arrays.items()}
-    out = {}
-    for name, a in work.items():
-        g, flat = np.zeros_like(a), a.reshape(-1)
-        for i in range(flat.size):
-            original = flat[i]
-            f = []
-            for step in (-2, -1, 1, 2):
-                flat[i] = original + step * EPS
-                f.append(fn(work))
-            flat[i] = original
-            near, far = (f[2] - f[1]) / (2 * EPS), (f[3] - f[0]) / (4 * EPS)
-            if abs(near - far) > 1e-5 * max(1.0, abs(near)):
-                raise KinkError(f"{name}[{i}]")
-            g.reshape(-1)[i] = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * EPS)
-        out[name] = g
-    return out
-
-
 def _analytic(cell: Cell, x, h0, dhs, mask, k) -> dict:
     hs, cache = cell.forward(x, _h0_arg(cell, h0), mask)
     grads, dx, dh0 = cell.backward(dhs, cache, back_steps=k)
@@ -189,7 +163,7 @@ def _gradient_case(build, T: int, B: int, seed: int, mask_kind: str | None, k: i
             frozen = [tuple(s[t] for s in cache.states) for t in range(T)] + [h0]
             loss = partial(_windowed_loss, cell, dhs=dhs, k=k, frozen=frozen)
         try:
-            numeric = _finite_differences(loss, arrays)
+            numeric = numerical_gradient(loss, arrays, EPS, kink_tolerance=1e-5)
         except KinkError:
             continue
         return _worst(_analytic(cell, x, h0, dhs, mask, k), numeric)

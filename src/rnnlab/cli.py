@@ -453,8 +453,7 @@ def _bench_cells_command(sub) -> None:
 
 
 def _bench_cells(args: argparse.Namespace) -> int:
-    import platform
-
+    from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import bench_cells
     from rnnlab.page import markdown
     from rnnlab.report import bench_cells_page
@@ -472,7 +471,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
         raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")
     results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
                                     args.workers, args.quick)
-    results.update(machine=_processor() or platform.processor(), command=args.command_line)
+    results.update(machine=processor_name(), command=args.command_line)
     Path(args.out, "results.json").write_text(json.dumps(results, indent=2, default=float))
     page = markdown(bench_cells_page(results))
     Path(args.out, "cells.md").write_text(page)
@@ -482,17 +481,6 @@ def _bench_cells(args: argparse.Namespace) -> int:
         shutil.copyfile(Path(args.out, "results.json"), Path(args.publish).with_suffix(".json"))
     print(page)
     return 0
-
-
-def _processor() -> str:
-    """The processor's model name (what lscpu prints), for the pages that quote speeds and compute."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _train_command(sub) -> None:

@@ -44,12 +44,19 @@ class GradcheckResult:
         return f"gradcheck max relative error {self.max_error:.2e} ({rows})"
 
 
+class KinkError(ArithmeticError):
+    """A coordinate within two steps of a kink of ``fn`` (a ReLU at 0): its differences mean nothing."""
+
+
 def numerical_gradient(
-    fn: Callable[[dict[str, np.ndarray]], float], arrays: Mapping[str, np.ndarray], eps: float = 1e-4
+    fn: Callable[[dict[str, np.ndarray]], float], arrays: Mapping[str, np.ndarray], eps: float = 1e-4,
+    kink_tolerance: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Central differences of the scalar ``fn(arrays)`` with respect to every entry of every array.
 
-    ``fn`` receives a dict of float64 copies; one entry is perturbed at a time.
+    ``fn`` receives a dict of float64 copies; one entry is perturbed at a time. With
+    ``kink_tolerance``, the stencil's two inner central estimates (steps ε and 2ε) must agree to that
+    relative tolerance, as they do to O(ε²) where ``fn`` is smooth; else ``KinkError`` names the entry.
     """
     work = {name: np.array(a, dtype=np.float64) for name, a in arrays.items()}
     grads = {}
@@ -63,6 +70,10 @@ def numerical_gradient(
                 flat[i] = original + step * eps
                 values.append(fn(work))
             flat[i] = original
+            if kink_tolerance is not None:
+                near, far = (values[2] - values[1]) / (2 * eps), (values[3] - values[0]) / (4 * eps)
+                if abs(near - far) > kink_tolerance * max(1.0, abs(near)):
+                    raise KinkError(f"{name}[{i}]")
             gflat[i] = (values[0] - 8 * values[1] + 8 * values[2] - values[3]) / (12 * eps)
         grads[name] = g
     return grads

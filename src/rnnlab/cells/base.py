@@ -39,6 +39,12 @@ def check_mask(mask: Any, T: int, B: int, dtype) -> Array | None:
     return m.astype(dtype)[:, :, None]
 
 
+def recurrent_preactivation(p: dict, xw, h):
+    """xw + h W_h (+ b_h): the pre-activation of every block, for the cells whose blocks all read h."""
+    a = xw + h @ p["W_h"]
+    return a + p["b_h"] if "b_h" in p else a
+
+
 class ParamView(MutableMapping):
     """A live view of several modules' parameters under the names ``"{prefix}.{name}"``.
 
@@ -182,9 +188,14 @@ class Cell:
     def shapes_for(cls, input_size: int, hidden_size: int, *, bias: bool = True, recurrent_bias: bool = False,
                    **options: Any) -> dict[str, tuple[int, ...]]:
         """The parameter shapes of a cell built with these arguments, without allocating it."""
+        return cls._unallocated(input_size, hidden_size, bias, recurrent_bias, options).param_shapes()
+
+    @classmethod
+    def _unallocated(cls, input_size: int, hidden_size: int, bias: bool, recurrent_bias: bool, options: dict) -> Cell:
+        """A cell configured (sizes, biases, options) but with no parameters: its declared facts only."""
         cell = cls.__new__(cls)
         cell._configure(input_size, hidden_size, bias, recurrent_bias, "uniform", None, None, np.float64, options)
-        return cell.param_shapes()
+        return cell
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter's shape, in the order they are initialised (and drawn from the seed)."""
@@ -216,9 +227,7 @@ class Cell:
     def choose_engine(cls, engine: str, *, bias: bool = True, recurrent_bias: bool = False,
                       **options: Any) -> tuple[str, str]:
         """(the engine a cell built with these arguments runs on, why): ``auto`` resolved."""
-        cell = cls.__new__(cls)
-        cell._configure(2, 2, bias, recurrent_bias, "uniform", None, None, np.float64, options)
-        return cell._choose_engine(engine)
+        return cls._unallocated(2, 2, bias, recurrent_bias, options)._choose_engine(engine)
 
     def _choose_engine(self, engine: str) -> tuple[str, str]:
         cell = type(self).__name__

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, optional_float, sigmoid
 
@@ -29,9 +29,7 @@ BETA = 1.0
 def janet_step(p, xw, state, xp=np):
     (h,) = state
     H = h.shape[-1]
-    a = xw + h @ p["W_h"]
-    if "b_h" in p:
-        a = a + p["b_h"]
+    a = recurrent_preactivation(p, xw, h)
     f, f2 = sigmoid(a[..., :H], xp), sigmoid(a[..., :H] - BETA, xp)
     n = xp.tanh(a[..., H:])
     return (f * h + (1.0 - f2) * n,), {"f": f, "f2": f2, "n": n}

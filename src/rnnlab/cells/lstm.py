@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
@@ -25,9 +25,7 @@ from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
 def lstm_step(p, xw, state, xp=np):
     h, c = state                                  # (B, H) each
     H = h.shape[-1]
-    a = xw + h @ p["W_h"]                         # (B, 4H)
-    if "b_h" in p:
-        a = a + p["b_h"]
+    a = recurrent_preactivation(p, xw, h)
     s = sigmoid(a, xp)                            # one pass over all gates; the g block is unused
     i, f, o = s[..., :H], s[..., H:2 * H], s[..., 3 * H:]
     g = xp.tanh(a[..., 2 * H:3 * H])
@@ -72,9 +70,7 @@ def lstm_ablated_step(p, xw, state, ablate: str, peepholes: bool, xp=np):
     h, c = state
     H = h.shape[-1]
     blocks = ABLATIONS[ablate]
-    a = xw + h @ p["W_h"]
-    if "b_h" in p:
-        a = a + p["b_h"]
+    a = recurrent_preactivation(p, xw, h)
     peep = {gate: _block(p["peep"], peephole_gates(ablate), gate, H) for gate in peephole_gates(ablate)} \
         if peepholes else {}
     cache = {"c": c}

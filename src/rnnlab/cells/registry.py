@@ -78,7 +78,8 @@ def load_cell_file(spec: str) -> type[Cell]:
     if not (isinstance(cls, type) and issubclass(cls, Cell)):
         raise ValueError(f"cell {spec!r}: {class_name} in {path_text} is not a subclass of rnnlab.Cell")
     CELLS[spec] = cls
-    cls.name = cls.name or spec
+    if "name" not in vars(cls):         # a subclass of a built-in cell must not answer to the built-in's name
+        cls.name = spec
     return cls
 
 

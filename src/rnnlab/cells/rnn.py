@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -41,9 +41,7 @@ def activation_grad(h, name: str, xp=np):
 
 def rnn_step(p, xw, state, activation: str, xp=np):
     (h,) = state                       # (B, H)
-    a = xw + h @ p["W_h"]              # (B, H)
-    if "b_h" in p:
-        a = a + p["b_h"]
+    a = recurrent_preactivation(p, xw, h)
     h_new = activate(a, activation, xp)
     return (h_new,), {"h": h_new}
 

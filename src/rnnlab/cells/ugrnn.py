@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell
+from rnnlab.cells.base import Cell, recurrent_preactivation
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -24,9 +24,7 @@ GATE_BIAS = 1.0
 def ugrnn_step(p, xw, state, xp=np):
     (h,) = state
     H = h.shape[-1]
-    a = xw + h @ p["W_h"]
-    if "b_h" in p:
-        a = a + p["b_h"]
+    a = recurrent_preactivation(p, xw, h)
     c = xp.tanh(a[..., :H])
     g = sigmoid(a[..., H:] + GATE_BIAS, xp)
     return (g * h + (1.0 - g) * c,), {"c": c, "g": g}
