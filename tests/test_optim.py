@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rnnlab.common import RowGradient
 from rnnlab.optim import (
     SGD,
     Adagrad,
@@ -21,6 +22,7 @@ from rnnlab.optim import (
     StepDecay,
     clip_global_norm,
     clip_value,
+    global_norm,
     make_optimizer,
     make_schedule,
 )
@@ -165,3 +167,37 @@ def test_the_update_reports_a_parameter_that_turned_non_finite():
     assert optimizer.step({"W": np.zeros(5, np.float32), "b": np.zeros(3, np.float32)})
     assert not optimizer.step({"W": np.array([0, 0, np.inf, 0, 0], np.float32), "b": np.zeros(3, np.float32)})
     assert np.isinf(params["W"][2])
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64]), rows=st.integers(1, 40), vocab=st.integers(1, 30),
+       seed=st.integers(0, 2**16), grad_scale=st.sampled_from([1.0, 0.37]))
+def test_a_row_gradient_is_the_dense_scatter_add_and_sgd_on_its_rows_gives_the_dense_bits(dtype, rows, vocab, seed,
+                                                                                          grad_scale):
+    """An embedding's gradient kept as the rows a batch read (repeated ids accumulate) equals the dense
+    scatter-add bit for bit; plain SGD on those rows gives the dense update's bits (the other rows do
+    not move); the norm is the dense norm; every other rule is handed the dense gradient."""
+    rng = np.random.default_rng(seed)
+    ids, values = rng.integers(0, vocab, rows), rng.normal(size=(rows, 4)).astype(dtype)
+    dense = np.zeros((vocab, 4), dtype)
+    np.add.at(dense, ids, values)
+    sparse = RowGradient.scatter(ids, values, (vocab, 4))
+    assert np.array_equal(sparse.dense(), dense) and np.array_equal(sparse.rows, np.unique(ids))
+    assert float(global_norm({"W": sparse})) == pytest.approx(float(global_norm({"W": dense})), rel=1e-6)
+    start = rng.normal(size=(vocab, 4)).astype(dtype)
+    for kind, extra in [("sgd", {}), ("sgd", {"momentum": 0.9}), ("sgd", {"weight_decay": 0.1}), ("adam", {})]:
+        on_rows, on_dense = {"W": start.copy()}, {"W": start.copy()}
+        a, b = make_optimizer(kind, on_rows, 0.3, **extra), make_optimizer(kind, on_dense, 0.3, **extra)
+        assert a.takes_rows == (kind == "sgd" and not extra)
+        for _ in range(3):
+            assert a.step({"W": sparse}, grad_scale) and b.step({"W": dense}, grad_scale)
+        assert np.array_equal(on_rows["W"], on_dense["W"]), (kind, extra)
+        for slot in a.slots:
+            assert np.array_equal(a.state[slot]["W"], b.state[slot]["W"])
+
+
+def test_sgd_on_rows_reports_a_row_that_turned_non_finite():
+    params = {"W": np.ones((6, 2), np.float32)}
+    optimizer = make_optimizer("sgd", params, 1.0)
+    bad = RowGradient(np.array([1, 4]), np.array([[0, 0], [np.inf, 0]], np.float32), (6, 2))
+    assert not optimizer.step({"W": bad}) and np.isinf(params["W"][4, 0]) and params["W"][5, 0] == 1

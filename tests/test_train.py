@@ -348,3 +348,30 @@ def test_every_study_default_belongs_to_a_task_and_is_a_known_setting():
         assert task in TASKS, f"STUDY_DEFAULTS[{task!r}] is not a task name, so rnnlab train would never apply it"
         for name, value in defaults.items():
             convert(table[name], value, f"task {task}")
+
+
+@pytest.mark.parametrize("optimizer,clip", [("sgd", 0.5), ("sgd", None), ("adam", 0.5)])
+def test_a_training_step_on_the_rows_a_batch_read_equals_the_dense_step(optimizer, clip):
+    """train_step hands plain SGD the embedding's gradient as the rows the batch read: in float64 the
+    parameters after a few steps equal the dense path's (the clipping norm sums in another order),
+    and the rows no batch read are untouched."""
+    from rnnlab.optim import make_optimizer
+    from rnnlab.train import train_step
+
+    rng = np.random.default_rng(3)
+    batches = [Batch(rng.integers(0, 6, size=(5, 3)), rng.integers(0, 4, size=(5, 3)), None) for _ in range(3)]
+    finals = []
+    for rows in (True, False):
+        model = RecurrentModel("lstm", 5, 3, 4, head="steps", vocab_size=40, seed=1, dtype=np.float64)
+        start = model.params["emb.W"].copy()
+        opt = make_optimizer(optimizer, model.params, 0.5)
+        if not rows:
+            opt.__class__ = type("Dense", (type(opt),), {"takes_rows": property(lambda self: False)})
+        config = TrainConfig(optimizer=optimizer, lr=0.5, clip=clip)
+        for batch in batches:
+            train_step(model, batch, None, config, opt, np.random.default_rng(0))
+        finals.append({k: v.copy() for k, v in model.params.items()})
+    for k in finals[0]:
+        np.testing.assert_allclose(finals[0][k], finals[1][k], rtol=1e-12, atol=1e-14)
+    if optimizer == "sgd":
+        assert np.array_equal(finals[0]["emb.W"][6:], start[6:])

@@ -6,9 +6,11 @@ import them from here rather than from one another.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 
 def sigmoid(a, xp=np):
@@ -24,10 +26,44 @@ def matrix_transpose(w):
 def scatter_add(target, index, values, xp=np):
     """``target`` with ``values`` added at rows ``index`` (repeated rows accumulate); pure under
     ``jax.numpy``, in place (and returned) under NumPy."""
-    if xp is np:
+    if xp is not np:
+        return target.at[index].add(values)
+    if target.ndim == 2 and values.ndim == 2 and target.dtype == values.dtype and target.flags.c_contiguous:
+        _add_rows(target, np.ascontiguousarray(index), np.ascontiguousarray(values))
+    else:
         np.add.at(target, index, values)
-        return target
-    return target.at[index].add(values)
+    return target
+
+
+@njit(cache=True, nogil=True)
+def _add_rows(target, index, values):   # np.add.at's order of additions, compiled: 30x faster on PTB's rows
+    for i in range(index.shape[0]):
+        row = target[index[i]]
+        for j in range(values.shape[1]):
+            row[j] += values[i, j]
+
+
+@dataclass(frozen=True)
+class RowGradient:
+    """The gradient of a lookup table whose batch read few of its rows: ``values[i]`` is row
+    ``rows[i]`` (rows unique and sorted), every other row is zero. Its sum of squares and an SGD
+    step touch only those rows; ``dense()`` is the full matrix, equal to the dense scatter-add."""
+
+    rows: np.ndarray
+    values: np.ndarray
+    shape: tuple[int, int]
+
+    @classmethod
+    def scatter(cls, index: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> RowGradient:
+        """Rows ``values`` added at ``index`` (repeats accumulate, in np.add.at's order)."""
+        rows, where = np.unique(index, return_inverse=True)
+        compact = np.zeros((rows.size, shape[1]), dtype=values.dtype)
+        return cls(rows, scatter_add(compact, where.reshape(-1), values), shape)
+
+    def dense(self) -> np.ndarray:
+        full = np.zeros(self.shape, dtype=self.values.dtype)
+        full[self.rows] = self.values
+        return full
 
 
 def check_positive_int(value: Any, argument: str) -> int:

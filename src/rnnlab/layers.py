@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.common import check_dtype, check_positive_int
+from rnnlab.common import check_dtype, check_positive_int, scatter_add
 from rnnlab.init import check_scheme, init_bias, init_weight
 
 
@@ -40,9 +40,7 @@ class Embedding:
         return self.params["W"][ids], ids
 
     def backward(self, dout: np.ndarray, ids: np.ndarray) -> tuple[dict[str, np.ndarray], None]:
-        dW = np.zeros_like(self.params["W"])
-        np.add.at(dW, ids.reshape(-1), dout.reshape(-1, self.dim))
-        return {"W": dW}, None
+        return {"W": scatter_add(np.zeros_like(self.params["W"]), ids.reshape(-1), dout.reshape(-1, self.dim))}, None
 
 
 class Linear:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells import ParamView, Stack
-from rnnlab.common import check_dtype, scatter_add
+from rnnlab.common import RowGradient, check_dtype, scatter_add
 from rnnlab.layers import Embedding, Linear, linear, linear_backward, select_last, select_last_backward
 from rnnlab.losses import (
     check_class_targets,
@@ -151,12 +151,13 @@ class RecurrentModel:
         return float(loss), Stats(float(loss_sum), int(count), None if correct is None else int(correct)), saved
 
     def loss_and_grads(self, batch, h0: list | None = None, back_steps: int | None = None,
-                       dh_out: list | None = None, normalization: str = "token"):
+                       dh_out: list | None = None, normalization: str = "token", row_gradients: bool = False):
         """Training loss of the batch (the mean over its positions, or with ``normalization=
         "sequence"`` the per-sequence sums averaged over sequences), gradients keyed like
         ``params``, Stats, and the final state per layer (to carry into the next chunk of a
         stream). ``dh_out`` (one (T, B, hidden) array per layer) receives ∂L/∂h_t of every layer
-        (gradient-flow analyses)."""
+        (gradient-flow analyses). ``row_gradients``: the embedding's gradient as a ``RowGradient``
+        (the rows the batch read), for optimizers that update only those rows."""
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
         x = self._inputs(batch.x)
@@ -166,7 +167,7 @@ class RecurrentModel:
         grads = {f"out.{k}": g for k, g in out_grads.items()}
         rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out, need_dx=self.embedding is not None)
         grads.update({f"rnn.{k}": g for k, g in rnn_grads.items()})
-        grads.update(model_inputs_backward(self, self.params, np.asarray(batch.x), dx))
+        grads.update(model_inputs_backward(self, self.params, np.asarray(batch.x), dx, rows=row_gradients))
         return loss, {k: grads[k] for k in self.params}, stats, Stack.final_state(cache)
 
 
@@ -182,11 +183,14 @@ def model_inputs(model: RecurrentModel, params, x, xp=np):
     return x.astype(model.dtype)
 
 
-def model_inputs_backward(model: RecurrentModel, params, x, dinputs, xp=np) -> dict:
-    """The embedding's gradient from the error reaching the inputs (nothing for other inputs)."""
+def model_inputs_backward(model: RecurrentModel, params, x, dinputs, xp=np, rows: bool = False) -> dict:
+    """The embedding's gradient from the error reaching the inputs (nothing for other inputs):
+    dense, or with ``rows`` (NumPy) only the rows the batch read."""
     if model.embedding is None:
         return {}
     W = params["emb.W"]
+    if rows:
+        return {"emb.W": RowGradient.scatter(x.reshape(-1), dinputs.reshape(-1, W.shape[1]), W.shape)}
     return {"emb.W": scatter_add(xp.zeros_like(W), x.reshape(-1), dinputs.reshape(-1, W.shape[1]), xp)}
 
 

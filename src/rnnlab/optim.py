@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from rnnlab.common import RowGradient
+
 Params = MutableMapping[str, np.ndarray]
 Grads = Mapping[str, np.ndarray]
 
@@ -48,6 +50,13 @@ class Optimizer:
         fused = getattr(self, "fused", None)
         finite = True
         for name, p in self.params.items():
+            if isinstance(grads[name], RowGradient):
+                if self.takes_rows and p.flags.c_contiguous:
+                    g = grads[name]
+                    finite = _sgd_rows_kernel(p, g.rows, g.values.astype(p.dtype, copy=False), p.dtype.type(grad_scale),
+                                              p.dtype.type(self.lr)) == 0 and finite
+                    continue
+                grads = {**grads, name: grads[name].dense()}
             if fused is not None and p.flags.c_contiguous and p.dtype in (np.float32, np.float64):
                 g = np.ascontiguousarray(grads[name], dtype=p.dtype)
                 check = fused(p.reshape(-1), g.reshape(-1), [self.state[s][name].reshape(-1) for s in self.slots],
@@ -56,6 +65,12 @@ class Optimizer:
             else:
                 finite = self._apply_one(name, p, grads, grad_scale) and finite
         return finite
+
+    @property
+    def takes_rows(self) -> bool:
+        """Whether a step with a ``RowGradient`` may update only its rows: true where the rows the
+        gradient leaves at zero would not move (plain SGD); every other rule gets the dense gradient."""
+        return False
 
     def _apply_one(self, name: str, p: np.ndarray, grads: Grads, grad_scale: float = 1.0) -> bool:
         g = grads[name] if grad_scale == 1.0 else grads[name] * np.asarray(grad_scale).astype(grads[name].dtype)
@@ -117,6 +132,10 @@ class SGD(Optimizer):
             return lr * g, {}
         v = self.momentum * slots["velocity"] + g
         return lr * v, {"velocity": v}
+
+    @property
+    def takes_rows(self) -> bool:
+        return not self.momentum and not self.weight_decay
 
     def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
@@ -204,6 +223,17 @@ def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum,
 
 
 @njit(cache=True, error_model="numpy")
+def _sgd_rows_kernel(p, rows, values, scale, lr):   # plain SGD on the rows a RowGradient holds
+    bad = 0
+    for i in range(rows.shape[0]):
+        row = p[rows[i]]
+        for j in range(values.shape[1]):
+            row[j] = row[j] - lr * (values[i, j] * scale)
+            bad += (row[j] - row[j]) != 0.0
+    return bad
+
+
+@njit(cache=True, error_model="numpy")
 def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
     bad = 0
     for i in range(p.size):
@@ -262,8 +292,9 @@ def make_optimizer(name: str, params: Params, lr: float, momentum: float = 0.0, 
 
 
 def global_norm(grads: Grads, xp=np):
-    """The joint L2 norm of all gradients, accumulated in float64."""
-    return xp.sqrt(sum(xp.vdot(g, g).astype(xp.float64) for g in grads.values()))
+    """The joint L2 norm of all gradients, accumulated in float64 (a ``RowGradient`` by its rows)."""
+    values = (g.values if isinstance(g, RowGradient) else g for g in grads.values())
+    return xp.sqrt(sum(xp.vdot(v, v).astype(xp.float64) for v in values))
 
 
 def clip_global_norm(grads: Grads, max_norm: float, xp=np) -> tuple[dict, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.common import RowGradient
 from rnnlab.engines.threads import blas_threads, choose_threads
 from rnnlab.models import RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
@@ -247,7 +248,7 @@ def _progress_bar(total: int, enabled: bool, desc: str):
 
 def _first_non_finite(arrays: dict[str, np.ndarray]) -> str | None:
     for name, a in arrays.items():
-        if not np.isfinite(a).all():
+        if not np.isfinite(a.values if isinstance(a, RowGradient) else a).all():
             return name
     return None
 
@@ -393,8 +394,10 @@ def train_step(model: RecurrentModel, batch: Any, h0: list | None, config: Train
         clean = {k: p.copy() for k, p in model.params.items()}
         for p in model.params.values():
             p += rng.normal(0.0, config.weight_noise, p.shape).astype(p.dtype)
+    rows = config.clip_value is None and optimizer.takes_rows    # the embedding's SGD step on the rows read
     loss, grads, batch_stats, state = model.loss_and_grads(batch, h0, config.back_steps,
-                                                           normalization=config.loss_normalization)
+                                                           normalization=config.loss_normalization,
+                                                           row_gradients=rows)
     if clean is not None:
         for k, p in model.params.items():
             p[...] = clean[k]
