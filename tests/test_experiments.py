@@ -234,6 +234,7 @@ def _tiny_study():
 @pytest.mark.slow
 def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_path, monkeypatch):
     from rnnlab.cli import main
+    from rnnlab.report import write_published
 
     monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
     out, dest = tmp_path / "runs", tmp_path / "docs"
@@ -279,6 +280,18 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     page = (dest / "tiny.md").read_text()
     assert "2099-01-01" not in page and re.search(r"\| measured \| 20\d\d-\d\d-\d\d, rnnlab", page)
     assert f"| `rnnlab reproduce tiny --seeds 2 --workers 1 --out {out}" in page
+    # without the setting's runs here (PTB's 28 hours), publishing the tuned runs keeps the setting's column as
+    # published: its compute cells, results, figures, settings, runs.csv and verdicts, word for word
+    before = page
+    setting_files = {f: (dest / "tiny" / f).read_bytes() for f in ("runs.csv", "dev_loss_epochs.png")}
+    shutil.rmtree(out / "tiny")
+    assert main(["reproduce", "tiny", "--tune", *common]) == 0
+    page = (dest / "tiny.md").read_text()
+    assert page == before
+    assert {f: (dest / "tiny" / f).read_bytes() for f in setting_files} == setting_files
+    shutil.rmtree(out / "tiny-tuned")
+    with pytest.raises(FileNotFoundError, match="no results of tiny"):
+        write_published(out, "tiny", dest)        # a page is never made from kept columns alone
 
 
 @pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if e.search])

@@ -94,6 +94,36 @@ def markdown_blocks(blocks: list[Block]) -> str:
     return "\n".join(line for block in blocks for line in _md_block(block))
 
 
+def blocks_from_markdown(text: str) -> list[Block]:
+    """The blocks ``markdown_blocks`` wrote, read back from its Markdown (headings, tables, items,
+    figures with their captions, paragraphs): a published page's sections kept as they were."""
+    blocks: list[Block] = []
+    chunks = [c.strip("\n") for c in re.split(r"\n\s*\n", text) if c.strip()]
+    i = 0
+    while i < len(chunks):
+        chunk = chunks[i]
+        lines = chunk.splitlines()
+        heading = re.fullmatch(r"(#{2,6}) (.+)", lines[0]) if len(lines) == 1 else None
+        figure = re.fullmatch(r"!\[(.*)\]\((.+)\)", chunk)
+        if heading:
+            blocks.append(Heading(heading.group(2), len(heading.group(1))))
+        elif figure:
+            caption = chunks[i + 1] if i + 1 < len(chunks) and not chunks[i + 1].startswith(("#", "|", "- ", "![")) \
+                else ""
+            blocks.append(Figure(figure.group(2), figure.group(1), caption, heading=False))
+            i += bool(caption)
+        elif all(line.startswith("|") for line in lines) and len(lines) >= 2:
+            cells = [line.strip()[2:-2].split(" | ") for line in lines]
+            blocks.append(Table(cells[0], cells[2:]))
+        elif all(line.startswith("- ") for line in lines):
+            blocks.append(Items([line[2:] for line in lines]))
+        else:
+            warning = chunk.startswith("> ")
+            blocks.append(Paragraph(chunk[2:] if warning else chunk, kind="warning" if warning else ""))
+        i += 1
+    return blocks
+
+
 def markdown(page: Page) -> str:
     """The page as Markdown (GitHub renders it: the repository's docs/results)."""
     return f"# {page.title}\n\n" + markdown_blocks(page.blocks)

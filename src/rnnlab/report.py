@@ -31,6 +31,7 @@ from rnnlab.page import (
     Page,
     Paragraph,
     Table,
+    blocks_from_markdown,
     markdown,
     markdown_blocks,
     md_table,
@@ -492,6 +493,44 @@ class Variant:
     runs: list[Run]
     results: StudyResults | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    kept: KeptColumn | None = None
+
+
+@dataclass
+class KeptColumn:
+    """A variant's column of a published page whose runs are not stored here (e.g. PTB's 28 hours at
+    the study's setting, when only ``--tune`` is rerun): its sections as published, and the files
+    beside the page they point to (its runs.csv, its figures), kept while the rest is rewritten."""
+
+    compute: dict[str, str]          # the compute table's column, by row
+    results: list[Block]             # '## Results LABEL', without the heading
+    figures: list[Block]             # its '### … (LABEL)' figures
+    settings: list[Block]            # '## Settings LABEL'
+    notes: list[str]                 # the page's '## Notes' (shared by both variants when published)
+    files: dict[str, bytes]          # name → contents, under the page's folder
+
+    @classmethod
+    def read(cls, dest: Path, name: str, label: str) -> KeptColumn:
+        text = (dest / f"{name}.md").read_text()
+        sections = {part.split("\n", 1)[0]: part.split("\n", 1)[1] if "\n" in part else ""
+                    for part in ("\n" + text).split("\n## ")[1:]}
+        top = blocks_from_markdown(text.split("\n## ", 1)[0].split("\n", 1)[1])
+        table = next(b for b in top if isinstance(b, Table) and b.header[0] == "")
+        column = table.header.index(label) if label in table.header else None
+        compute = {row[0]: row[column] if column is not None else "–" for row in table.rows}
+        figures, keep = [], False
+        for block in blocks_from_markdown(sections.get("Figures", "")):
+            if isinstance(block, Heading):
+                keep = block.text.endswith(f"({label})")
+            if keep:
+                figures.append(block)
+        notes = next((b.items for b in blocks_from_markdown(sections.get("Notes", "")) if isinstance(b, Items)), [])
+        files = [RUNS_CSV[label], *(Path(b.path).name for b in figures if isinstance(b, Figure))]
+        if label == TUNED:
+            files.append(SEARCH_TRIALS)
+        return cls(compute, blocks_from_markdown(sections.get(f"Results {label}", "")), figures,
+                   blocks_from_markdown(sections.get(f"Settings {label}", "")), notes,
+                   {f: (dest / name / f).read_bytes() for f in files if (dest / name / f).is_file()})
 
 
 def _last_training_call(variant: Variant) -> dict[str, Any]:
@@ -502,7 +541,17 @@ def _last_training_call(variant: Variant) -> dict[str, Any]:
 
 
 def _compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
+    rows = _fresh_compute_rows({k: v for k, v in variants.items() if v.kept is None}, search)
+    labels = [row[0] for row in rows] or next(list(v.kept.compute) for v in variants.values() if v.kept)
+    fresh = {row[0]: dict(zip([k for k, v in variants.items() if v.kept is None], row[1:])) for row in rows}
+    return [[label, *[variant.kept.compute.get(label, "–") if variant.kept else fresh[label][k]
+                      for k, variant in variants.items()]] for label in labels]
+
+
+def _fresh_compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
     order = list(variants)
+    if not order:
+        return []
     calls = {k: _last_training_call(variants[k]) for k in order}
     results = {k: variants[k].results for k in order}
     rows = [["command that trained", *[f"`{calls[k].get('command') or '–'}`" for k in order]],
@@ -619,8 +668,7 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     for label, file in RUNS_CSV.items():
         if (dest / name / file).is_file():
             runs = read_runs_csv(dest / name / file)
-            seeds = min(sum(r.key == key for r in runs) for key in {r.key for r in runs})
-            variants[label] = Variant(stored_verdicts(exp, runs, dest), seeds, runs)
+            variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     text = page.read_text()
@@ -732,7 +780,9 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
 def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
     """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
-    side: the verdicts first, then what was measured, with the date, seeds, time and version."""
+    side: the verdicts first, then what was measured, with the date, seeds, time and version. A
+    variant whose results are not stored here but is on the published page keeps its column as
+    published (its sections and files), so that rerunning one variant does not need the other."""
     out_root, dest = Path(out_root), Path(dest)
     variants: dict[str, Variant] = {}
     folders: dict[str, Path] = {}
@@ -741,9 +791,12 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
             results = StudyResults.load(folder / "results.json")
             variants[label] = Variant(results.verdicts, results.seeds, results.runs, results, read_calls(folder))
             folders[label] = folder
-    if not variants:
+        elif (dest / name / RUNS_CSV[label]).is_file() and (dest / f"{name}.md").is_file():
+            runs = read_runs_csv(dest / name / RUNS_CSV[label])
+            variants[label] = Variant([], _seeds_of(runs), runs, kept=KeptColumn.read(dest, name, label))
+    if not folders:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
-    stored = {label: variant.results for label, variant in variants.items()}
+    stored = {label: variants[label].results for label in folders}
     if any(results.quick for results in stored.values()):
         raise ValueError(f"--publish: the stored results of {name} were made with --quick; publish full runs only")
     first = next(iter(stored.values()))
@@ -751,49 +804,68 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     if figures_dir.exists():
         shutil.rmtree(figures_dir)
     figures_dir.mkdir(parents=True)
-    search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in variants else None
-    blocks: list[Block] = [*_in_short_block(variants), Paragraph(f"Study: {first.study}. {first.about}"),
+    for variant in variants.values():
+        for file, content in (variant.kept.files if variant.kept else {}).items():
+            (figures_dir / file).write_bytes(content)
+    search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in folders else None
+    blocks: list[Block] = [Paragraph(f"Study: {first.study}. {first.about}"),
                            Table(["", *variants], _compute_rows(variants, search))]
     per_run = []
-    for label, folder in folders.items():   # what a reader needs to recompute every verdict below
+    for label in variants:   # what a reader needs to recompute every verdict below
         target = figures_dir / RUNS_CSV[label]
-        shutil.copyfile(folder / "results.csv", target)
+        if label in folders:
+            shutil.copyfile(folders[label] / "results.csv", target)
         per_run.append(f"[{label}]({name}/{target.name})")
     blocks.append(Paragraph(f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
                             f"{' · '.join(per_run)}."))
-    blocks += _verdicts_block(variants, name, figures_dir)
-    trials = copy_search_trials(out_root / f"{name}-tuned" / "search", figures_dir / SEARCH_TRIALS) \
-        if TUNED in variants else None
+    blocks.append(Heading("Verdicts"))        # written by republish_verdicts below, from the runs.csv files
+    trials = (copy_search_trials(out_root / f"{name}-tuned" / "search", figures_dir / SEARCH_TRIALS)
+              if TUNED in folders else figures_dir / SEARCH_TRIALS if (figures_dir / SEARCH_TRIALS).is_file() else None)
     if trials is not None:
         from rnnlab.experiments.studies import EXPERIMENTS
 
         blocks += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
-    common = [n for n in first.notes if all(n in results.notes for results in stored.values())]
-    for label, results in stored.items():
-        own = [n for n in results.notes if n not in common]   # its analyses' findings, what the search chose
-        blocks += [Heading(f"Results {label}"), Paragraph(_seeds_sentence(results).split(" Time of this call")[0]),
-                   Table(*results_table(results)), *([Items(own)] if own else [])]
+    notes = {label: v.kept.notes if v.kept else v.results.notes for label, v in variants.items()}
+    common = [n for n in notes[next(iter(folders))] if all(n in own for own in notes.values())]
+    for label, variant in variants.items():
+        own = [n for n in notes[label] if n not in common]   # its analyses' findings, what the search chose
+        if variant.kept:
+            blocks += [Heading(f"Results {label}"), *variant.kept.results, *([Items(own)] if own else [])]
+        else:
+            blocks += [Heading(f"Results {label}"),
+                       Paragraph(_seeds_sentence(variant.results).split(" Time of this call")[0]),
+                       Table(*results_table(variant.results)), *([Items(own)] if own else [])]
     if common:
         blocks += [Heading("Notes"), Items(common)]
-    figures = [(label, f) for label, results in stored.items() for f in results.figures]
+    figures: list[Block] = []
+    for label, variant in variants.items():
+        if variant.kept:
+            figures += variant.kept.figures
+            continue
+        for f in variant.results.figures:
+            source = folders[label] / f["path"]
+            target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
+            twin = figures_dir / target.name.removeprefix("tuned-")
+            if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():
+                continue    # the same plot either way (an analysis of untrained cells)
+            shutil.copyfile(source, target)
+            figures += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"],
+                                                                      f["caption"], heading=False)]
     if figures:
-        blocks.append(Heading("Figures"))
-    for label, f in figures:
-        source = out_root / (name if label == SETTING else f"{name}-tuned") / f["path"]
-        target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
-        if label == TUNED and (figures_dir / target.name.removeprefix("tuned-")).is_file() and \
-                (figures_dir / target.name.removeprefix("tuned-")).read_bytes() == source.read_bytes():
-            continue    # the same plot either way (an analysis of untrained cells)
-        shutil.copyfile(source, target)
-        blocks += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"], f["caption"],
-                                                                  heading=False)]
-    for label, results in stored.items():
-        blocks += [Heading(f"Settings {label}"), Items(_settings_lines(results))]
+        blocks += [Heading("Figures"), *figures]
+    for label, variant in variants.items():
+        blocks += [Heading(f"Settings {label}"),
+                   *(variant.kept.settings if variant.kept else [Items(_settings_lines(variant.results))])]
     path = dest / f"{name}.md"
     path.write_text(markdown(Page(first.title.removesuffix(" (tuned)"), blocks)))
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
     return republish_verdicts(name, dest)
+
+
+def _seeds_of(runs: list[Run]) -> int:
+    """The seeds per configuration of a runs.csv: the fewest any configuration has."""
+    return min(sum(r.key == key for r in runs) for key in {r.key for r in runs})
 
 
 # -- the cell benchmark -----------------------------------------------------------------------------
