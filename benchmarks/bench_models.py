@@ -28,6 +28,9 @@ if not ALL_CORES:
     for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[_name] = "1"      # every thread pool pinned before NumPy is imported
 
+import rnnlab  # noqa: E402, F401  (first: it sets OpenBLAS's idle-thread timeout before NumPy loads OpenBLAS)
+
+# isort: split
 import argparse  # noqa: E402
 import time  # noqa: E402
 from dataclasses import replace  # noqa: E402

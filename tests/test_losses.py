@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rnnlab.engines.threads import cpu_cores
 from rnnlab.gradcheck import gradcheck
 from rnnlab.losses import (
     sigmoid_binary_cross_entropy_terms,
@@ -99,3 +100,27 @@ def test_the_fused_sigmoid_loss_cannot_overflow_and_keeps_float32():
     ref_loss, ref_d = sigmoid_binary_cross_entropy_terms(logits.astype(np.float64), targets, w.astype(np.float64))
     assert dlogits.dtype == np.float32 and np.isfinite(loss) and loss == pytest.approx(float(ref_loss), rel=1e-6)
     np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(cpu_cores() < 2, reason="one core: nothing to split the loss over")
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(2, 60), classes=st.integers(2, 50), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**16))
+def test_the_loss_split_over_threads_gives_the_one_thread_gradient_bit_for_bit(rows, classes, dtype, seed):
+    """With two threads granted, the fused softmax cross-entropy runs its rows in two blocks: each row's
+    gradient is the one-thread pass's, bit for bit; the loss and the count are sums of the blocks'."""
+    import rnnlab.engines.threads as threads
+
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(rows, classes)).astype(dtype)
+    targets, w = rng.integers(0, classes, rows), (rng.random(rows) < 0.8).astype(dtype)
+    one = softmax_cross_entropy_fused(logits, targets, w)
+    with pytest.MonkeyPatch.context() as patch, threads.blas_threads(2):
+        patch.setattr(threads, "MIN_SPLIT", 1)
+        blocks, split = [], threads.split_rows
+        patch.setattr("rnnlab.losses.split_rows", lambda n, work, **k: split(
+            n, lambda a, b: blocks.append((a, b)) or work(a, b), **k))
+        two = softmax_cross_entropy_fused(logits, targets, w)
+    assert sorted(blocks) == [(0, rows // 2), (rows // 2, rows)] and threads._granted == 1
+    assert np.array_equal(one[1], two[1]) and one[2] == two[2]
+    assert two[0] == pytest.approx(one[0], rel=1e-12)

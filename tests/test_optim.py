@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnnlab.common import RowGradient
+from rnnlab.engines.threads import cpu_cores
 from rnnlab.optim import (
     SGD,
     Adagrad,
@@ -201,3 +202,24 @@ def test_sgd_on_rows_reports_a_row_that_turned_non_finite():
     optimizer = make_optimizer("sgd", params, 1.0)
     bad = RowGradient(np.array([1, 4]), np.array([[0, 0], [np.inf, 0]], np.float32), (6, 2))
     assert not optimizer.step({"W": bad}) and np.isinf(params["W"][4, 0]) and params["W"][5, 0] == 1
+
+
+@pytest.mark.skipif(cpu_cores() < 2, reason="one core: nothing to split the update over")
+@pytest.mark.parametrize("name", ["sgd", "adam", "rmsprop", "adagrad"])
+def test_the_update_split_over_threads_gives_the_one_thread_bits(name, monkeypatch):
+    import rnnlab.engines.threads as threads
+
+    rng = np.random.default_rng(0)
+    start = {"W": rng.normal(size=(37, 5)).astype(np.float32)}
+    grads = {"W": rng.normal(size=(37, 5)).astype(np.float32)}
+    one, two = {"W": start["W"].copy()}, {"W": start["W"].copy()}
+    a, b = make_optimizer(name, one, 0.1), make_optimizer(name, two, 0.1)
+    monkeypatch.setattr(threads, "MIN_SPLIT", 10)
+    for _ in range(3):
+        assert a.step(grads, 0.5)
+        with threads.blas_threads(2):
+            assert b.step(grads, 0.5)
+    assert np.array_equal(one["W"], two["W"])
+    two["W"][30, 1] = np.nan
+    with threads.blas_threads(2):
+        assert not b.step(grads)       # a non-finite entry in the second block is counted

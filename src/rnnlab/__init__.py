@@ -8,6 +8,13 @@
 True
 """
 
+import os
+
+# Before NumPy loads OpenBLAS: its idle threads sleep after 2^16 cycles instead of spinning for 2^28
+# (~0.1 s), which on a 2-core machine took the second core from the loss and updates that follow each
+# matrix product (PTB's step at 2 cores: 60 → 51 ms; engines/threads.py). No effect once NumPy is loaded.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells import (
     CELLS,

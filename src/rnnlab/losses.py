@@ -26,6 +26,7 @@ from numba import njit
 
 from rnnlab.cells.kernel_math import kernel_exp
 from rnnlab.common import sigmoid
+from rnnlab.engines.threads import split_rows
 
 
 def one_hot(ids, classes: int, dtype, xp=np):
@@ -53,7 +54,7 @@ def softmax_cross_entropy_terms(logits, targets, w, xp=np, per=None):
 
 
 # fast math without assuming finite values, and NaN or Inf as NumPy gives them: the trainer names a diverged run
-@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy")
+@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy", nogil=True)
 def _softmax_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma: no cover - compiled
     """One pass per row: the max and argmax, the log-sum-exp, the weighted −log p[target] (summed in
     float64), the gradient (softmax − one-hot) · scale, and the weighted count of argmax hits."""
@@ -90,8 +91,10 @@ def softmax_cross_entropy_fused(logits: np.ndarray, targets: np.ndarray, w: np.n
     weights = np.ascontiguousarray(w, dtype=logits.dtype).reshape(-1)
     scale = _per_position_scale(w, per).reshape(-1).astype(logits.dtype)
     dlogits = np.empty_like(flat)
-    total, correct = _softmax_cross_entropy_rows(flat, np.ascontiguousarray(targets).reshape(-1), weights,
-                                                 np.ascontiguousarray(scale), dlogits)
+    targets, scale = np.ascontiguousarray(targets).reshape(-1), np.ascontiguousarray(scale)
+    parts = split_rows(flat.shape[0], lambda a, b: _softmax_cross_entropy_rows(
+        flat[a:b], targets[a:b], weights[a:b], scale[a:b], dlogits[a:b]), row_size=classes)
+    total, correct = sum(t for t, _ in parts), sum(c for _, c in parts)
     denominator = float(w.sum()) if per is None else float(per)
     return total / denominator, dlogits.reshape(logits.shape), correct
 

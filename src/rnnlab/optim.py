@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from rnnlab.common import RowGradient
+from rnnlab.engines.threads import split_rows
 
 Params = MutableMapping[str, np.ndarray]
 Grads = Mapping[str, np.ndarray]
@@ -59,12 +60,18 @@ class Optimizer:
                 grads = {**grads, name: grads[name].dense()}
             if fused is not None and p.flags.c_contiguous and p.dtype in (np.float32, np.float64):
                 g = np.ascontiguousarray(grads[name], dtype=p.dtype)
-                check = fused(p.reshape(-1), g.reshape(-1), [self.state[s][name].reshape(-1) for s in self.slots],
-                              self.steps, self.lr, p.dtype.type(grad_scale))
-                finite = finite and check == 0               # the count of entries that are not finite
+                finite = self._fused_pass(fused, name, p, g, grad_scale) == 0 and finite
             else:
                 finite = self._apply_one(name, p, grads, grad_scale) and finite
         return finite
+
+    def _fused_pass(self, fused, name: str, p: np.ndarray, g: np.ndarray, grad_scale: float) -> int:
+        """The compiled update of one parameter, in blocks over the threads granted for it (the same
+        bits: each entry's update is independent); → the count of entries that are not finite."""
+        flat, g, scale = p.reshape(-1), g.reshape(-1), p.dtype.type(grad_scale)
+        slots = [self.state[s][name].reshape(-1) for s in self.slots]
+        return sum(split_rows(flat.size, lambda a, b: fused(flat[a:b], g[a:b], [s[a:b] for s in slots], self.steps,
+                                                             self.lr, scale)))
 
     @property
     def takes_rows(self) -> bool:
@@ -207,7 +214,7 @@ class Adagrad(Optimizer):
 # expression makes a temporary and a pass for each operator. Not fastmath: the order is the contract.
 # Each also counts the parameters that came out non-finite (an integer sum, which still vectorises).
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum, decay):
     bad = 0
     for i in range(p.size):
@@ -233,7 +240,7 @@ def _sgd_rows_kernel(p, rows, values, scale, lr):   # plain SGD on the rows a Ro
     return bad
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
     bad = 0
     for i in range(p.size):
@@ -247,7 +254,7 @@ def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, we
     return bad
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _adam_kernel(p, g, m, v, scale, lr, b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps,
                  weight_decay, decay):
     bad = 0
@@ -263,7 +270,7 @@ def _adam_kernel(p, g, m, v, scale, lr, b1, one_minus_b1, b2, one_minus_b2, corr
     return bad
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _adagrad_kernel(p, g, total, scale, lr, eps, weight_decay, decay):
     bad = 0
     for i in range(p.size):

@@ -15,23 +15,47 @@ float32; ``benchmarks/bench_threads.py`` reprints it):
     gru   (100, 64, 88, 256)   147      129      222              165      118
     lstm  (35, 100, 256, 512)  469      357      389              497      309
 
+Re-measured with OpenBLAS's idle timeout at 2^16 (below; AMD EPYC, 2 cores), 1 thread / 2 threads:
+numba 0.47/0.46, 19.5/15.3, 185/148, 139/113, 382/295; numpy 1.51/1.52, 24.2/18.2, 205/131,
+144/96, 395/227: the same rule.
+
 So the rule: the kernels' BLAS (SciPy's) always runs on 1 thread; NumPy's BLAS uses every available
 core once a step's recurrent matmul has ``MIN_WORK`` multiply-adds (batch × hidden × gates·hidden),
 else 1. Never more than the threads the process was started with (a runner's worker is pinned to
 1), and ``threads=N`` (``--threads N``) overrides the rule for NumPy's BLAS.
+
+The compiled passes between the big products (the softmax cross-entropy over the logits, the
+optimizers' updates) run in one block per granted thread (``split_rows``) once an array holds
+``MIN_SPLIT`` elements: each row's numbers are the one-thread pass's. That pays only if OpenBLAS's
+threads stop spinning when a product ends (by default they spin ~0.1 s, i.e. through the whole
+loss), so ``import rnnlab`` sets ``OPENBLAS_THREAD_TIMEOUT=16`` when NumPy is not yet loaded.
+PTB's readout, loss and SGD update, (400, 200) → 10,000 at 2 threads (``bench_threads.py``, wall ms):
+
+    OpenBLAS idle timeout      one block   split
+    2^28 (OpenBLAS default)      37.5       34.3
+    2^16 (rnnlab's)              32.3       29.6
+
+and PTB's whole step at 2 cores 60.1 → 50.8 ms (``bench_models.py --threads all``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's kernels call: loaded now so that it can be limited)
 from threadpoolctl import ThreadpoolController
 
 MIN_WORK = 1_000_000
+MIN_SPLIT = 1_000_000     # elements: below this one pass over an array costs less than waking a thread
+_granted = 1              # the threads the innermost blas_threads block grants (1 outside any)
+_pool: ThreadPoolExecutor | None = None
+Result = TypeVar("Result")
 _NUMPY_DIR = Path(np.__file__).resolve().parent
 
 
@@ -85,10 +109,32 @@ def blas_threads(n: int):
     kernels call) to 1."""
     if n < 1:
         raise ValueError(f"threads: expected a positive count, got {n}")
+    global _granted
     ours, others = _blas_pools()
     with ExitStack() as stack:
         for lib, limit in [(lib, n) for lib in ours] + [(lib, 1) for lib in others]:
             previous = lib.num_threads
             lib.set_num_threads(limit)
             stack.callback(lib.set_num_threads, previous)
-        yield
+        previous_granted, _granted = _granted, min(n, available_threads())
+        try:
+            yield
+        finally:
+            _granted = previous_granted
+
+
+def split_rows(rows: int, work: Callable[[int, int], Result], row_size: int = 1) -> list[Result]:
+    """``work(start, stop)`` over consecutive blocks of ``range(rows)``, one block per thread the
+    enclosing ``blas_threads`` block grants (one block, run here, for fewer than ``MIN_SPLIT``
+    elements or outside such a block), the results in block order. For the compiled passes between
+    the big matrix products (the loss over the logits, the optimizers' updates): ``work`` must be a
+    kernel that releases the GIL (``nogil=True``) and writes only its own rows."""
+    global _pool
+    blocks = max(1, min(_granted, rows * row_size // MIN_SPLIT, rows))
+    if blocks == 1:
+        return [work(0, rows)]
+    if _pool is None or _pool._max_workers < blocks - 1:
+        _pool = ThreadPoolExecutor(max_workers=blocks - 1, thread_name_prefix="rnnlab-split")
+    edges = [rows * i // blocks for i in range(blocks + 1)]
+    others = [_pool.submit(work, edges[i], edges[i + 1]) for i in range(1, blocks)]
+    return [work(edges[0], edges[1]), *(f.result() for f in others)]
