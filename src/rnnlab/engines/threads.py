@@ -54,7 +54,7 @@ from threadpoolctl import ThreadpoolController
 MIN_WORK = 1_000_000
 MIN_SPLIT = 1_000_000     # elements: below this one pass over an array costs less than waking a thread
 _granted = 1              # the threads the innermost blas_threads block grants (1 outside any)
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, ThreadPoolExecutor] | None = None      # (its threads, the pool) of split_rows
 Result = TypeVar("Result")
 _NUMPY_DIR = Path(np.__file__).resolve().parent
 
@@ -133,8 +133,8 @@ def split_rows(rows: int, work: Callable[[int, int], Result], row_size: int = 1)
     blocks = max(1, min(_granted, rows * row_size // MIN_SPLIT, rows))
     if blocks == 1:
         return [work(0, rows)]
-    if _pool is None or _pool._max_workers < blocks - 1:
-        _pool = ThreadPoolExecutor(max_workers=blocks - 1, thread_name_prefix="rnnlab-split")
+    if _pool is None or _pool[0] < blocks - 1:
+        _pool = (blocks - 1, ThreadPoolExecutor(max_workers=blocks - 1, thread_name_prefix="rnnlab-split"))
     edges = [rows * i // blocks for i in range(blocks + 1)]
-    others = [_pool.submit(work, edges[i], edges[i + 1]) for i in range(1, blocks)]
+    others = [_pool[1].submit(work, edges[i], edges[i + 1]) for i in range(1, blocks)]
     return [work(edges[0], edges[1]), *(f.result() for f in others)]
