@@ -106,21 +106,25 @@ def test_the_fused_sigmoid_loss_cannot_overflow_and_keeps_float32():
 @settings(max_examples=20, deadline=None)
 @given(rows=st.integers(2, 60), classes=st.integers(2, 50), dtype=st.sampled_from([np.float32, np.float64]),
        seed=st.integers(0, 2**16))
-def test_the_loss_split_over_threads_gives_the_one_thread_gradient_bit_for_bit(rows, classes, dtype, seed):
-    """With two threads granted, the fused softmax cross-entropy runs its rows in two blocks: each row's
-    gradient is the one-thread pass's, bit for bit; the loss and the count are sums of the blocks'."""
+def test_the_losses_split_over_threads_give_the_one_thread_gradient_bit_for_bit(rows, classes, dtype, seed):
+    """With two threads granted, the fused softmax and sigmoid cross-entropies run their rows in two
+    blocks: each row's gradient is the one-thread pass's, bit for bit; the loss (and the count of right
+    predictions) are sums of the blocks'."""
     import rnnlab.engines.threads as threads
 
     rng = np.random.default_rng(seed)
     logits = rng.normal(size=(rows, classes)).astype(dtype)
     targets, w = rng.integers(0, classes, rows), (rng.random(rows) < 0.8).astype(dtype)
-    one = softmax_cross_entropy_fused(logits, targets, w)
+    notes = rng.integers(0, 2, size=(rows, classes))
+    one = softmax_cross_entropy_fused(logits, targets, w), sigmoid_cross_entropy_fused(logits, notes, w)
     with pytest.MonkeyPatch.context() as patch, threads.blas_threads(2):
         patch.setattr(threads, "MIN_SPLIT", 1)
         blocks, split = [], threads.split_rows
         patch.setattr("rnnlab.losses.split_rows", lambda n, work, **k: split(
             n, lambda a, b: blocks.append((a, b)) or work(a, b), **k))
-        two = softmax_cross_entropy_fused(logits, targets, w)
-    assert sorted(blocks) == [(0, rows // 2), (rows // 2, rows)] and threads._granted == 1
-    assert np.array_equal(one[1], two[1]) and one[2] == two[2]
-    assert two[0] == pytest.approx(one[0], rel=1e-12)
+        two = softmax_cross_entropy_fused(logits, targets, w), sigmoid_cross_entropy_fused(logits, notes, w)
+    assert sorted(blocks) == sorted(2 * [(0, rows // 2), (rows // 2, rows)]) and threads._granted == 1
+    assert np.array_equal(one[0][1], two[0][1]) and one[0][2] == two[0][2]
+    assert np.array_equal(one[1][1], two[1][1])
+    for a, b in zip(one, two):
+        assert b[0] == pytest.approx(a[0], rel=1e-12)

@@ -107,7 +107,7 @@ def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     return loss, (sigmoid(logits, xp) - targets) * _per_position_scale(w, per)
 
 
-@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy")
+@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy", nogil=True)
 def _sigmoid_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma: no cover - compiled
     """One pass per row: the summed softplus(l) − t·l (in float64), weighted, and the gradient
     (σ(l) − t) · scale, both from one exponential e^{−|l|} per logit."""
@@ -135,9 +135,10 @@ def sigmoid_cross_entropy_fused(logits: np.ndarray, targets: np.ndarray, w: np.n
     flat = np.ascontiguousarray(logits).reshape(-1, K)
     scale = _per_position_scale(w, per).reshape(-1).astype(logits.dtype)
     dlogits = np.empty_like(flat)
-    total = _sigmoid_cross_entropy_rows(flat, np.ascontiguousarray(targets, dtype=logits.dtype).reshape(-1, K),
-                                        np.ascontiguousarray(w, dtype=np.float64).reshape(-1),
-                                        np.ascontiguousarray(scale), dlogits)
+    targets = np.ascontiguousarray(targets, dtype=logits.dtype).reshape(-1, K)
+    weights, scale = np.ascontiguousarray(w, dtype=np.float64).reshape(-1), np.ascontiguousarray(scale)
+    total = sum(split_rows(flat.shape[0], lambda a, b: _sigmoid_cross_entropy_rows(
+        flat[a:b], targets[a:b], weights[a:b], scale[a:b], dlogits[a:b]), row_size=K))
     denominator = float(w.sum()) if per is None else float(per)
     return total / denominator, dlogits.reshape(logits.shape)
 
