@@ -283,13 +283,18 @@ def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_p
     # without the setting's runs here (PTB's 28 hours), publishing the tuned runs keeps the setting's column as
     # published: its compute cells, results, figures, settings, runs.csv and verdicts, word for word
     before = page
-    setting_files = {f: (dest / "tiny" / f).read_bytes() for f in ("runs.csv", "dev_loss_epochs.png")}
-    shutil.rmtree(out / "tiny")
+    kept = ("runs.csv", "dev_loss_epochs.png", "tuned-runs.csv", "tuned-dev_loss_epochs.png", "search-trials.csv")
+    files = {f: (dest / "tiny" / f).read_bytes() for f in kept}
+    shutil.move(out / "tiny", tmp_path / "setting-runs")
     assert main(["reproduce", "tiny", "--tune", *common]) == 0
-    page = (dest / "tiny.md").read_text()
-    assert page == before
-    assert {f: (dest / "tiny" / f).read_bytes() for f in setting_files} == setting_files
+    assert (dest / "tiny.md").read_text() == before
+    # and the other way round: the setting's runs here, the tuned column (and its search) kept as published
+    shutil.move(tmp_path / "setting-runs", out / "tiny")
     shutil.rmtree(out / "tiny-tuned")
+    assert main(["reproduce", "tiny", *common]) == 0
+    assert (dest / "tiny.md").read_text() == before
+    assert {f: (dest / "tiny" / f).read_bytes() for f in kept} == files
+    shutil.rmtree(out / "tiny")
     with pytest.raises(FileNotFoundError, match="no results of tiny"):
         write_published(out, "tiny", dest)        # a page is never made from kept columns alone
 

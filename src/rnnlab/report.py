@@ -542,9 +542,10 @@ def _last_training_call(variant: Variant) -> dict[str, Any]:
 
 def _compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
     rows = _fresh_compute_rows({k: v for k, v in variants.items() if v.kept is None}, search)
-    labels = [row[0] for row in rows] or next(list(v.kept.compute) for v in variants.values() if v.kept)
+    kept = [label for v in variants.values() if v.kept for label in v.kept.compute]
+    labels = list(dict.fromkeys([row[0] for row in rows] + kept))
     fresh = {row[0]: dict(zip([k for k, v in variants.items() if v.kept is None], row[1:])) for row in rows}
-    return [[label, *[variant.kept.compute.get(label, "–") if variant.kept else fresh[label][k]
+    return [[label, *[variant.kept.compute.get(label, "–") if variant.kept else fresh.get(label, {}).get(k, "–")
                       for k, variant in variants.items()]] for label in labels]
 
 
