@@ -282,3 +282,30 @@ def test_a_gradient_nobody_asks_for_is_not_computed(engine):
     skipped, none, _ = stack.backward(dhs, cache, need_dx=False)
     assert none is None and dx.shape == x.shape
     assert all(np.array_equal(grads[k], skipped[k]) for k in grads)
+
+
+# -- the kernels' matrix product ------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(0, 9), k=st.integers(0, 9), n=st.integers(1, 9), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**16))
+def test_the_kernels_product_is_numpys_in_every_blas_the_kernels_may_call(m, k, n, dtype, seed):
+    """kernel_matmul (cblas through the registered symbol) equals a @ b; so does the compiled np.dot
+    registered where NumPy's BLAS is not an ILP64 OpenBLAS, called through its C address."""
+    import ctypes
+
+    from rnnlab.cells import kernel_blas
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(m, k)).astype(dtype), rng.normal(size=(k, n)).astype(dtype)
+    out = np.full((m, n), np.nan, dtype)
+    njit(lambda a, b, out: kernel_blas.kernel_matmul(a, b, out))(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fallback = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, i64, i64, i64, real, ptr, i64,
+                                ptr, i64, real, ptr, i64)(kernel_blas._fallback(dtype, kernel_blas.types.float32
+                                                          if dtype == np.float32 else kernel_blas.types.float64))
+    other = np.full((m, n), np.nan, dtype)
+    fallback(101, 111, 111, m, n, k, 1.0, a.ctypes.data, k, b.ctypes.data, n, 0.0, other.ctypes.data, n)
+    np.testing.assert_array_equal(other, a @ b if m * n else other)

@@ -24,6 +24,7 @@ import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -268,7 +269,7 @@ def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_step
     n_pre = np.empty((B, H), hs.dtype)
     pre = np.empty(2 * H, hs.dtype)
     for t in range(T):
-        np.dot(h, W_hrz if cho else W_h, hw)
+        kernel_matmul(h, W_hrz if cho else W_h, hw)
         for i in range(B):
             rz, row = rz_steps[t, i], hw[i]
             for j in range(2 * H):
@@ -279,7 +280,7 @@ def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_step
             for i in range(B):
                 for j in range(H):
                     aux_steps[t, i, j] = rz_steps[t, i, j] * h[i, j]
-            np.dot(aux_steps[t], W_hn, n_pre)
+            kernel_matmul(aux_steps[t], W_hn, n_pre)
             for i in range(B):
                 for j in range(H):
                     pre[j] = xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j]
@@ -332,13 +333,13 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                     for j in range(H):
                         dp[j] = dp[2 * H + j] * aux[j] * r[j] * (1.0 - r[j])
         if cho:
-            np.dot(np.ascontiguousarray(dpre[:, 2 * H:]), W_hnT, drh)
+            kernel_matmul(np.ascontiguousarray(dpre[:, 2 * H:]), W_hnT, drh)
             for s in range(A):
                 for i in range(B):
                     r, h, dp, dr = rz_steps[t, i, :H], prev_h[t, i], dpre[s * B + i], drh[s * B + i]
                     for j in range(H):
                         dp[j] = dr[j] * h[j] * r[j] * (1.0 - r[j])
-            np.dot(np.ascontiguousarray(dpre[:, :2 * H]), W_hrzT, dprev)
+            kernel_matmul(np.ascontiguousarray(dpre[:, :2 * H]), W_hrzT, dprev)
             dhw_ages[:] = dpre
         else:
             dhw_ages[:] = dpre
@@ -347,7 +348,7 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                     r, dh_n = rz_steps[t, i, :H], dhw_ages[s * B + i, 2 * H:]
                     for j in range(H):
                         dh_n[j] *= r[j]                 # the n block of dhw is dn_pre ⊙ r
-            np.dot(dhw_ages, W_hT, dprev)
+            kernel_matmul(dhw_ages, W_hT, dprev)
         sum_ages(dpre, B, dxw[t])
         sum_ages(dhw_ages, B, dhw[t])
         for s in range(A):

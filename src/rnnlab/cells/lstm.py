@@ -17,6 +17,7 @@ import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
+from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
@@ -219,7 +220,7 @@ def lstm_forward_loop(xw, W_h, b_h, h0, c0, mask, hs, cs, s_steps, g_steps, tc_s
     h, c = h0.copy(), c0.copy()
     a = np.empty((B, 4 * H), hs.dtype)
     for t in range(T):
-        np.dot(h, W_h, a)
+        kernel_matmul(h, W_h, a)
         for i in range(B):
             pre, s, g, tc = a[i], s_steps[t, i], g_steps[t, i], tc_steps[t, i]
             for j in range(4 * H):
@@ -273,7 +274,7 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
                 for j in range(H):
                     dc_prev[s, i, j] = dc_total[j] * f[j] + (1.0 - m) * dc[j]
         sum_ages(da, B, da_sum[t])
-        np.dot(da, W_hT, dh_prev)
+        kernel_matmul(da, W_hT, dh_prev)
         for s in range(A):
             for i in range(B):
                 keep = 1.0 - mask[t, i]

@@ -15,6 +15,7 @@ import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
+from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -131,7 +132,7 @@ def rnn_forward_loop(xw, W_h, b_h, h0, mask, act, hs, h_steps):
     h = h0.copy()
     a = np.empty((B, H), hs.dtype)
     for t in range(T):
-        np.dot(h, W_h, a)
+        kernel_matmul(h, W_h, a)
         for i in range(B):
             pre = a[i]
             for j in range(H):
@@ -160,7 +161,7 @@ def rnn_backward_loop(dhs, W_hT, h_steps, mask, act, back_steps, dxw, dh_out):
                 else:
                     da[s * B + i] = 0.0
         sum_ages(da, B, dxw[t])
-        np.dot(da, W_hT, dprev)
+        kernel_matmul(da, W_hT, dprev)
         for s in range(A):
             for i in range(B):
                 if mask[t, i] == 0.0:   # a padded step passes its delta through

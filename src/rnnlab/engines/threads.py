@@ -1,11 +1,12 @@
 """How many BLAS threads a training run uses, chosen from the model's size.
 
-Two BLAS libraries are at work: NumPy's OpenBLAS runs the matmuls over all T·B rows (the input
+Two BLAS libraries can be at work: NumPy's OpenBLAS runs the matmuls over all T·B rows (the input
 projection, the weight gradients, dx) and the NumPy engine's per-step matmuls; the Numba kernels'
-per-step matmuls go through SciPy's OpenBLAS (Numba calls BLAS through SciPy). Small matmuls pay
-more for waking threads than they gain, and two pools of spinning threads on the same cores slow
-each other down. Measured on this project's 2-core machine (wall ms of one forward + backward,
-float32; ``benchmarks/bench_threads.py`` reprints it):
+per-step matmuls go through NumPy's OpenBLAS too where ``cells/kernel_blas.py`` finds it, else
+through SciPy's (Numba's ``np.dot``), which is kept at 1 thread. Small matmuls pay more for
+waking threads than they gain, and two pools of spinning threads on the same cores slow each other
+down. Measured on this project's 2-core machine when the kernels still called SciPy's BLAS (wall ms
+of one forward + backward, float32; ``benchmarks/bench_threads.py`` reprints it):
 
     cell  (T, B, in, hidden)    numba: NumPy's/SciPy's threads     numpy engine: threads
                                 1/1      2/1      2/2              1        2
@@ -19,7 +20,8 @@ Re-measured with OpenBLAS's idle timeout at 2^16 (below; AMD EPYC, 2 cores), 1 t
 numba 0.47/0.46, 19.5/15.3, 185/148, 139/113, 382/295; numpy 1.51/1.52, 24.2/18.2, 205/131,
 144/96, 395/227: the same rule.
 
-So the rule: the kernels' BLAS (SciPy's) always runs on 1 thread; NumPy's BLAS uses every available
+So the rule: SciPy's BLAS always runs on 1 thread; NumPy's BLAS (with the kernels' per-step products
+where they call it) uses every available
 core once a step's recurrent matmul has ``MIN_WORK`` multiply-adds (batch × hidden × gates·hidden),
 else 1. Never more than the threads the process was started with (a runner's worker is pinned to
 1), and ``threads=N`` (``--threads N``) overrides the rule for NumPy's BLAS.
@@ -44,32 +46,17 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's kernels call: loaded now so that it can be limited)
-from threadpoolctl import ThreadpoolController
+import scipy.linalg.cython_blas  # noqa: F401  (the BLAS np.dot in Numba calls: loaded now so that it can be limited)
+
+from rnnlab.cells.kernel_blas import blas_libraries
 
 MIN_WORK = 1_000_000
 MIN_SPLIT = 1_000_000     # elements: below this one pass over an array costs less than waking a thread
 _granted = 1              # the threads the innermost blas_threads block grants (1 outside any)
 _pool: tuple[int, ThreadPoolExecutor] | None = None      # (its threads, the pool) of split_rows
 Result = TypeVar("Result")
-_NUMPY_DIR = Path(np.__file__).resolve().parent
-
-
-def _blas_pools() -> tuple[list, list]:
-    """(NumPy's BLAS libraries, every other BLAS library loaded), as threadpoolctl controllers."""
-    controller = ThreadpoolController()
-    ours, others = [], []
-    for lib in controller.select(user_api="blas").lib_controllers:
-        path = Path(lib.filepath).resolve()
-        in_numpy = _NUMPY_DIR.parent in path.parents and path.parts[len(_NUMPY_DIR.parent.parts)].startswith("numpy")
-        (ours if in_numpy else others).append(lib)
-    if not ours:  # one shared BLAS (e.g. a conda environment): it is NumPy's
-        ours, others = others, []
-    return ours, others
 
 
 def processor_name() -> str:
@@ -93,7 +80,7 @@ def cpu_cores() -> int:
 
 def available_threads() -> int:
     """The BLAS threads this process may use now: NumPy's pool size (1 inside a pinned worker)."""
-    ours, _ = _blas_pools()
+    ours, _ = blas_libraries()
     cores = cpu_cores()
     return max(1, min(max((lib.num_threads for lib in ours), default=cores), cores))
 
@@ -110,7 +97,7 @@ def blas_threads(n: int):
     if n < 1:
         raise ValueError(f"threads: expected a positive count, got {n}")
     global _granted
-    ours, others = _blas_pools()
+    ours, others = blas_libraries()
     with ExitStack() as stack:
         for lib, limit in [(lib, n) for lib in ours] + [(lib, 1) for lib in others]:
             previous = lib.num_threads
