@@ -16,9 +16,9 @@ of one forward + backward, float32; ``benchmarks/bench_threads.py`` reprints it)
     gru   (100, 64, 88, 256)   147      129      222              165      118
     lstm  (35, 100, 256, 512)  469      357      389              497      309
 
-Re-measured with OpenBLAS's idle timeout at 2^16 (below; AMD EPYC, 2 cores), 1 thread / 2 threads:
-numba 0.47/0.46, 19.5/15.3, 185/148, 139/113, 382/295; numpy 1.51/1.52, 24.2/18.2, 205/131,
-144/96, 395/227: the same rule.
+Re-measured with OpenBLAS's idle timeout at 2^16 (below) and the kernels' products in NumPy's
+OpenBLAS (AMD EPYC, 2 cores), 1 thread / 2 threads: numba 0.46/0.46, 17.6/12.7, 180/115, 133/106,
+385/223; numpy 1.52/1.53, 24.5/18.3, 208/136, 144/97, 389/219: the same rule.
 
 So the rule: SciPy's BLAS always runs on 1 thread; NumPy's BLAS (with the kernels' per-step products
 where they call it) uses every available
