@@ -223,3 +223,19 @@ def test_the_update_split_over_threads_gives_the_one_thread_bits(name, monkeypat
     two["W"][30, 1] = np.nan
     with threads.blas_threads(2):
         assert not b.step(grads)       # a non-finite entry in the second block is counted
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 12), n=st.integers(0, 30), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_the_compiled_scatter_add_is_np_add_at_bit_for_bit_and_refuses_rows_out_of_range(rows, n, seed, dtype):
+    from rnnlab.common import scatter_add
+
+    rng = np.random.default_rng(seed)
+    index, values = rng.integers(-rows, rows, n), rng.normal(size=(n, 3)).astype(dtype)
+    start = rng.normal(size=(rows, 3)).astype(dtype)
+    expected = start.copy()
+    np.add.at(expected, index, values)
+    assert np.array_equal(scatter_add(start.copy(), index, values), expected)
+    with pytest.raises(IndexError, match=f"out of bounds for {rows} rows"):
+        scatter_add(start.copy(), np.append(index, rows), np.vstack([values, values[:1] if n else start[:1]]))

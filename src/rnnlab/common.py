@@ -28,7 +28,11 @@ def scatter_add(target, index, values, xp=np):
     ``jax.numpy``, in place (and returned) under NumPy."""
     if xp is not np:
         return target.at[index].add(values)
+    index = np.asarray(index)
     if target.ndim == 2 and values.ndim == 2 and target.dtype == values.dtype and target.flags.c_contiguous:
+        rows = target.shape[0]
+        if index.size and not (-rows <= index.min() and index.max() < rows):   # the compiled loop cannot check
+            raise IndexError(f"index out of bounds for {rows} rows: [{index.min()}, {index.max()}]")
         _add_rows(target, np.ascontiguousarray(index), np.ascontiguousarray(values))
     else:
         np.add.at(target, index, values)
@@ -36,7 +40,7 @@ def scatter_add(target, index, values, xp=np):
 
 
 @njit(cache=True, nogil=True)
-def _add_rows(target, index, values):   # np.add.at's order of additions, compiled: 30x faster on PTB's rows
+def _add_rows(target, index, values):   # np.add.at's order of additions, compiled: 11x faster on PTB's rows
     for i in range(index.shape[0]):
         row = target[index[i]]
         for j in range(values.shape[1]):
