@@ -251,6 +251,7 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
     carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     A = carry_h.shape[0]
     da = np.empty((A * B, 4 * H), dhs.dtype)
+    dc_total = np.empty(H, dhs.dtype)
     dc_prev = np.empty((A, B, H), dhs.dtype)
     dh_prev = np.empty((A * B, H), dhs.dtype)
     for t in range(T - 1, -1, -1):
@@ -260,13 +261,18 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
                 m = mask[t, i]
                 ig, f, g, o = s_steps[t, i, :H], s_steps[t, i, H:2 * H], g_steps[t, i], s_steps[t, i, 3 * H:]
                 tc, c, dh, dc, d = tc_steps[t, i], prev_c[t, i], carry_h[s, i], carry_c[s, i], da[s * B + i]
-                for j in range(H):       # every delta of unit j in one pass
-                    dct = m * (dc[j] + dh[j] * o[j] * (1.0 - tc[j] * tc[j]))
-                    d[j] = dct * g[j] * ig[j] * (1.0 - ig[j])
-                    d[H + j] = dct * c[j] * f[j] * (1.0 - f[j])
-                    d[2 * H + j] = dct * ig[j] * (1.0 - g[j] * g[j])
+                for j in range(H):
+                    dc_total[j] = m * (dc[j] + dh[j] * o[j] * (1.0 - tc[j] * tc[j]))
+                for j in range(H):
+                    d[j] = dc_total[j] * g[j] * ig[j] * (1.0 - ig[j])
+                for j in range(H):
+                    d[H + j] = dc_total[j] * c[j] * f[j] * (1.0 - f[j])
+                for j in range(H):
+                    d[2 * H + j] = dc_total[j] * ig[j] * (1.0 - g[j] * g[j])
+                for j in range(H):
                     d[3 * H + j] = m * dh[j] * tc[j] * o[j] * (1.0 - o[j])
-                    dc_prev[s, i, j] = dct * f[j] + (1.0 - m) * dc[j]
+                for j in range(H):
+                    dc_prev[s, i, j] = dc_total[j] * f[j] + (1.0 - m) * dc[j]
         sum_ages(da, B, da_sum[t])
         kernel_matmul(da, W_hT, dh_prev)
         for s in range(A):
