@@ -148,6 +148,24 @@ def test_kernel_exp_tanh_sigmoid_match_numpy(values, dtype):
 
 
 @pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_float32_kernels_never_widen_to_float64(kind, monkeypatch):
+    """A float literal or an integer from math.floor in a kernel is float64 and turns a float32 loop
+    into float64 (half the vector width): the compiled float32 loops hold no float→double conversion."""
+    import importlib
+    module = importlib.import_module(f"rnnlab.cells.{kind}")
+    names = (f"{kind}_forward_loop", f"{kind}_backward_loop")
+    for name in names:   # uncached twins: code loaded from the disk cache cannot be inspected
+        monkeypatch.setattr(module, name, njit(error_model="numpy")(getattr(module, name).py_func))
+    cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=np.float32, engine="numba")
+    hs, cache = cell.forward(np.ones((4, 2, 3), np.float32))
+    cell.backward(np.ones_like(hs), cache, back_steps=2)
+    for name in names:
+        (ir,) = getattr(module, name).inspect_llvm().values()
+        assert "x float>" in ir, f"{name}: the float32 loops were not vectorised"
+        assert "fpext float" not in ir, f"{name}: a float32 value widened to float64"
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
 def test_numba_caches_stay_valid_after_later_calls(kind):
     """The engine reuses its temporaries between calls; what a forward returns must not be overwritten."""
     cell = rnnlab.make_cell(kind, 3, 5, seed=0, engine="numba")

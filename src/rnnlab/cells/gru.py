@@ -25,7 +25,7 @@ import numpy as np
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_blas import kernel_matmul
-from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -317,6 +317,7 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
     dhw_ages = np.empty((A * B, 3 * H), dhs.dtype)
     drh = np.zeros((A * B, H), dhs.dtype)
     dprev = np.empty((A * B, H), dhs.dtype)
+    one = one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry, dhs[t], dh_out[t])
         for s in range(A):
@@ -325,20 +326,20 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                 r, z, n, h = rz_steps[t, i, :H], rz_steps[t, i, H:], n_steps[t, i], prev_h[t, i]
                 d, dp = carry[s, i], dpre[s * B + i]
                 for j in range(H):
-                    dp[2 * H + j] = m * d[j] * (1.0 - z[j]) * (1.0 - n[j] * n[j])
+                    dp[2 * H + j] = m * d[j] * (one - z[j]) * (one - n[j] * n[j])
                 for j in range(H):
-                    dp[H + j] = m * d[j] * (h[j] - n[j]) * z[j] * (1.0 - z[j])
+                    dp[H + j] = m * d[j] * (h[j] - n[j]) * z[j] * (one - z[j])
                 if not cho:
                     aux = aux_steps[t, i]
                     for j in range(H):
-                        dp[j] = dp[2 * H + j] * aux[j] * r[j] * (1.0 - r[j])
+                        dp[j] = dp[2 * H + j] * aux[j] * r[j] * (one - r[j])
         if cho:
             kernel_matmul(np.ascontiguousarray(dpre[:, 2 * H:]), W_hnT, drh)
             for s in range(A):
                 for i in range(B):
                     r, h, dp, dr = rz_steps[t, i, :H], prev_h[t, i], dpre[s * B + i], drh[s * B + i]
                     for j in range(H):
-                        dp[j] = dr[j] * h[j] * r[j] * (1.0 - r[j])
+                        dp[j] = dr[j] * h[j] * r[j] * (one - r[j])
             kernel_matmul(np.ascontiguousarray(dpre[:, :2 * H]), W_hrzT, dprev)
             dhw_ages[:] = dpre
         else:
@@ -356,7 +357,7 @@ def gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, aux_s
                 m = mask[t, i]
                 z, d, out = rz_steps[t, i, H:], carry[s, i], dprev[s * B + i]
                 for j in range(H):
-                    out[j] += m * d[j] * z[j] + (1.0 - m) * d[j]
+                    out[j] += m * d[j] * z[j] + (one - m) * d[j]
                 if cho:
                     r, dr = rz_steps[t, i, :H], drh[s * B + i]
                     for j in range(H):

@@ -18,7 +18,7 @@ import numpy as np
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
-from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
 
@@ -254,30 +254,34 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
     dc_total = np.empty(H, dhs.dtype)
     dc_prev = np.empty((A, B, H), dhs.dtype)
     dh_prev = np.empty((A * B, H), dhs.dtype)
+    one = one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry_h, dhs[t], dh_out[t])
         for s in range(A):
             for i in range(B):
-                m = mask[t, i]
-                ig, f, g, o = s_steps[t, i, :H], s_steps[t, i, H:2 * H], g_steps[t, i], s_steps[t, i, 3 * H:]
-                tc, c, dh, dc, d = tc_steps[t, i], prev_c[t, i], carry_h[s, i], carry_c[s, i], da[s * B + i]
+                m, row = mask[t, i], s * B + i
                 for j in range(H):
-                    dc_total[j] = m * (dc[j] + dh[j] * o[j] * (1.0 - tc[j] * tc[j]))
+                    dc_total[j] = m * (carry_c[s, i, j] + carry_h[s, i, j] * s_steps[t, i, 3 * H + j]
+                                       * (one - tc_steps[t, i, j] * tc_steps[t, i, j]))
                 for j in range(H):
-                    d[j] = dc_total[j] * g[j] * ig[j] * (1.0 - ig[j])
+                    ig = s_steps[t, i, j]
+                    da[row, j] = dc_total[j] * g_steps[t, i, j] * ig * (one - ig)
                 for j in range(H):
-                    d[H + j] = dc_total[j] * c[j] * f[j] * (1.0 - f[j])
+                    f = s_steps[t, i, H + j]
+                    da[row, H + j] = dc_total[j] * prev_c[t, i, j] * f * (one - f)
                 for j in range(H):
-                    d[2 * H + j] = dc_total[j] * ig[j] * (1.0 - g[j] * g[j])
+                    g = g_steps[t, i, j]
+                    da[row, 2 * H + j] = dc_total[j] * s_steps[t, i, j] * (one - g * g)
                 for j in range(H):
-                    d[3 * H + j] = m * dh[j] * tc[j] * o[j] * (1.0 - o[j])
+                    o = s_steps[t, i, 3 * H + j]
+                    da[row, 3 * H + j] = m * carry_h[s, i, j] * tc_steps[t, i, j] * o * (one - o)
                 for j in range(H):
-                    dc_prev[s, i, j] = dc_total[j] * f[j] + (1.0 - m) * dc[j]
+                    dc_prev[s, i, j] = dc_total[j] * s_steps[t, i, H + j] + (one - m) * carry_c[s, i, j]
         sum_ages(da, B, da_sum[t])
         kernel_matmul(da, W_hT, dh_prev)
         for s in range(A):
             for i in range(B):
-                keep = 1.0 - mask[t, i]
+                keep = one - mask[t, i]
                 if keep > 0.0:
                     for j in range(H):
                         dh_prev[s * B + i, j] += keep * carry_h[s, i, j]

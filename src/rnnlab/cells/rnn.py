@@ -16,7 +16,7 @@ import numpy as np
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
-from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh, one_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -116,10 +116,10 @@ def _scale_by_activation_grad(d, h, out, act):
     """out = d ⊙ act′, act′ written through h = act(a): 1 − h², h(1 − h), [h > 0]."""
     if act == 0:
         for j in range(d.size):
-            out[j] = d[j] * (1.0 - h[j] * h[j])
+            out[j] = d[j] * (one_of(h) - h[j] * h[j])
     elif act == 1:
         for j in range(d.size):
-            out[j] = d[j] * h[j] * (1.0 - h[j])
+            out[j] = d[j] * h[j] * (one_of(h) - h[j])
     else:
         for j in range(d.size):
             out[j] = d[j] if h[j] > 0.0 else 0.0
