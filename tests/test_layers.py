@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it (the README's picture)
 LAYERS = [
-    ("rnnlab.common", "rnnlab.init", "rnnlab.metrics"),
+    ("rnnlab.common", "rnnlab.init", "rnnlab.metrics", "rnnlab.version"),
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",
@@ -105,3 +105,15 @@ def test_ci_runs_the_readmes_test_command_with_both_tiers():
     assert len(commands) == 1, commands
     assert commands[0] in (SRC.parent / ".ci" / "run").read_text()
     assert "python -m pytest &&" in commands[0] and commands[0].endswith("python -m pytest -m slow")
+
+
+def test_the_version_is_one_fact():
+    """pyproject reads rnnlab.version when the package is built; the installed metadata agrees with it."""
+    import importlib.metadata
+
+    import rnnlab
+    from rnnlab.version import __version__
+
+    pyproject = (SRC.parent / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and 'version = { attr = "rnnlab.version.__version__" }' in pyproject
+    assert rnnlab.__version__ == __version__ == importlib.metadata.version("rnnlab")

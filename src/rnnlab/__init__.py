@@ -35,8 +35,7 @@ from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.gradcheck import GradcheckResult, gradcheck, numerical_gradient
 from rnnlab.layers import Embedding, Linear, select_last, select_last_backward
 from rnnlab.losses import sigmoid_binary_cross_entropy, softmax_cross_entropy, squared_error
-
-__version__ = "0.1.0"
+from rnnlab.version import __version__ as __version__
 
 __all__ = [
     "CELLS", "GRU", "LSTM", "RNN", "Cache", "Cell", "Option", "Stack", "cell_class", "load_cell_file",

@@ -4,7 +4,6 @@ from an experiment's results dict (``runs/NAME/results.json``)."""
 from __future__ import annotations
 
 import csv
-import importlib.metadata
 import math
 import os
 import re
@@ -38,6 +37,7 @@ from rnnlab.page import (
 )
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
+from rnnlab.version import __version__
 
 METRIC_NAMES = {
     "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
@@ -426,7 +426,7 @@ def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: st
     command = next((c["command"] for c in reversed(calls or summary.get("calls", [])) if c.get("command")), "")
     head = (f"`{command or 'rnnlab sweep ' + str(source)}` (the file: [{source}]({link}); every trial: "
             f"[trials.csv](trials.csv)). Measured {' to '.join(sorted({c['date'] for c in calls})) or '–'} with rnnlab "
-            f"{importlib.metadata.version('rnnlab')} on a {cpu_cores()}-core machine: wall time "
+            f"{__version__} on a {cpu_cores()}-core machine: wall time "
             f"{sum(c['seconds'] for c in calls) / 60:.1f} min over {len(calls)} call{'s' if len(calls) != 1 else ''} "
             f"that trained ({', '.join(sorted({c['executor'] for c in calls})) or 'no'} executor); training time "
             f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")

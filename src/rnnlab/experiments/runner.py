@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import importlib.metadata
 import json
 import math
 import shutil
@@ -39,6 +38,7 @@ from rnnlab.experiments.settings import (
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.train import CHECKPOINT, load_checkpoint
+from rnnlab.version import __version__
 
 TUNED_FIRST_SEED = 1000     # tuned runs' seeds: far from any search's (a search trains seeds 0, 1, …)
 
@@ -231,7 +231,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
         "experiment": exp.name, "title": exp.title, "study": exp.study, "about": exp.about, "quick": quick,
         "seeds": min(counts.values()), "seeds_by_key": counts, "metrics": exp.metric_names,
         "seconds": time.perf_counter() - started,
-        "command": command, "date": time.strftime("%Y-%m-%d"), "version": importlib.metadata.version("rnnlab"),
+        "command": command, "date": time.strftime("%Y-%m-%d"), "version": __version__,
         "cores": cpu_cores(), "trained_now": trained,
         "compute_seconds": sum(r.metrics.get("seconds_total") or 0.0 for r in runs),
         "configurations": [{"key": s.key, "group": s.group, "label": s.label, "task": s.task,
