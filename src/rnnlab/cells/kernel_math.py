@@ -60,6 +60,17 @@ def _one_of(array):
     return lambda array: one
 
 
+def zero_of(array):
+    """0 in the array's dtype (``x if c else 0.0`` on a float32 x is float64 under some Numba versions)."""
+    raise TypeError("zero_of runs only inside Numba kernels")
+
+
+@overload(zero_of, inline="always")
+def _zero_of(array):
+    zero = as_dtype(array.dtype).type(0.0)
+    return lambda array: zero
+
+
 def inline(fn):
     return njit(inline="always", error_model="numpy")(fn)
 

@@ -16,7 +16,7 @@ import numpy as np
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
-from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh, one_of
+from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh, one_of, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -122,7 +122,7 @@ def _scale_by_activation_grad(d, h, out, act):
             out[j] = d[j] * h[j] * (one_of(h) - h[j])
     else:
         for j in range(d.size):
-            out[j] = d[j] if h[j] > 0.0 else 0.0
+            out[j] = d[j] if h[j] > 0.0 else zero_of(d)
 
 
 @kernel
