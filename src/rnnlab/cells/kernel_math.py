@@ -9,7 +9,8 @@ and a Taylor polynomial, all plain arithmetic (~1.3 ns per element, vectorised).
 within 2.3e-16 relative error over ``EXP_CLAMP64`` = [−708, 709]; float32 kernels compute in float32
 (``EXP_CLAMP32`` = [−87, 88]) within 4 float32 epsilons (over a grid of 4·10⁶ points: exp 0.83, tanh 1.5,
 sigmoid 0.75). A float literal in a kernel is float64 and would widen a float32 loop (half the vector
-width, conversions both ways: the LSTM's float32 forward was 1.4× slower so), hence ``one_of``.
+width, conversions both ways: the LSTM's float32 forward was 1.4× slower so), hence ``one_of`` and
+``zero_of``.
 Inputs beyond the clamp are clamped: near the ends of the float range 2^k is not one normal float,
 and applying it as two factors measured ~20% slower per gate element, for no change in tanh and
 sigmoid, which saturate long before (both within 4 epsilons absolute error for every input).
@@ -48,27 +49,23 @@ def kernel_sigmoid(x):
     raise TypeError("kernel_sigmoid runs only inside Numba kernels")
 
 
-def one_of(array):
-    """1 in the array's dtype: a float literal in a kernel is float64, and ``1.0 - x`` on a float32 x
-    would turn the whole loop float64 (half the vector width, and conversions both ways)."""
-    raise TypeError("one_of runs only inside Numba kernels")
+def _constant_of(value: float, name: str, why: str):
+    """A kernel helper returning ``value`` in the dtype of the array it is given."""
+    def constant_of(array):
+        raise TypeError(f"{name} runs only inside Numba kernels")
+
+    @overload(constant_of, inline="always")
+    def _constant_of_array(array):
+        constant = as_dtype(array.dtype).type(value)
+        return lambda array: constant
+
+    constant_of.__name__ = constant_of.__qualname__ = name
+    constant_of.__doc__ = f"{value:g} in the array's dtype: {why}"
+    return constant_of
 
 
-@overload(one_of, inline="always")
-def _one_of(array):
-    one = as_dtype(array.dtype).type(1.0)
-    return lambda array: one
-
-
-def zero_of(array):
-    """0 in the array's dtype (``x if c else 0.0`` on a float32 x is float64 under some Numba versions)."""
-    raise TypeError("zero_of runs only inside Numba kernels")
-
-
-@overload(zero_of, inline="always")
-def _zero_of(array):
-    zero = as_dtype(array.dtype).type(0.0)
-    return lambda array: zero
+one_of = _constant_of(1.0, "one_of", "``1.0 - x`` on a float32 x would be float64.")
+zero_of = _constant_of(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is float64 under Numba 0.59.")
 
 
 def inline(fn):
