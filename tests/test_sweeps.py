@@ -141,7 +141,7 @@ def test_trials_are_grid_times_samples_times_seeds_within_their_ranges(cells, sa
 
 # -- running, storing, resuming -------------------------------------------------------------------
 
-def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, capsys):
+def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, capsys, monkeypatch):
     path = _write(tmp_path, TINY)
     out = tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out), "--workers", "2"]) == 0
@@ -152,6 +152,10 @@ def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, ca
                             "seconds", "status", "error"}
     assert all(r["status"] == "ok" and math.isfinite(float(r["dev_loss"])) for r in rows)
     first = (out / "trials.csv").read_text()
+
+    def build_the_task(trial):   # the stored trials show the metric: no untrained model is built to check it
+        raise AssertionError("a rerun built the task to check its metric")
+    monkeypatch.setattr("rnnlab.experiments.sweeps.produced_metrics", build_the_task)
     summary = run_sweep(parse_sweep(TINY, str(path)), out, progress=False)
     assert summary["trained_now"] == 0 and (out / "trials.csv").read_text() == first
     report = (out / "report.html").read_text()
