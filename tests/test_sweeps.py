@@ -255,6 +255,21 @@ def test_best_toml_values_round_trip(tmp_path):
 
 # -- the studies' own searches --------------------------------------------------------------------
 
+def _produced_or_skip(trial, name: str) -> list[str]:
+    """The metrics the trial's task produces; a skip naming the data when it is not on this machine."""
+    from rnnlab.data.registry import DataMissing
+    from rnnlab.experiments.sweeps import produced_metrics
+
+    try:
+        return produced_metrics(trial)
+    except ValueError as err:
+        if "DataMissing" in str(err) or "not found" in str(err):
+            pytest.skip(f"{name}: its data is not on this machine ({err})")
+        raise
+    except DataMissing as err:
+        pytest.skip(f"{name}: its data is not on this machine ({err})")
+
+
 def _study_searches():
     from rnnlab.experiments.studies import EXPERIMENTS
 
@@ -263,35 +278,22 @@ def _study_searches():
 
 @pytest.mark.parametrize("name, exp", _study_searches(), ids=[n for n, _ in _study_searches()])
 def test_every_declared_search_parses_and_asks_for_a_metric_its_task_produces(name, exp):
-    from rnnlab.data.registry import DataMissing
-    from rnnlab.experiments.sweeps import produced_metrics, spec_sweep
+    from rnnlab.experiments.sweeps import spec_sweep
 
     specs = [s for s in exp.specs(True) if exp.tune is None or s.key in exp.tune]
     assert specs, f"{name}: tune names no configuration of the study"
     sweep = spec_sweep(exp.search, specs[0], True, name)
     assert sweep.searched and all(k not in sweep.settings for k in sweep.searched)
-    try:
-        produced = produced_metrics(sweep.trials()[0])
-    except ValueError as err:
-        if "DataMissing" in str(err) or "not found" in str(err):
-            pytest.skip(f"{name}: its data is not on this machine ({err})")
-        raise
-    except DataMissing as err:
-        pytest.skip(f"{name}: its data is not on this machine ({err})")
-    assert sweep.metric in produced
+    assert sweep.metric in _produced_or_skip(sweep.trials()[0], name)
 
 
 @pytest.mark.slow
 def test_reproduce_tune_runs_the_search_then_trains_the_best(tmp_path):
-    from rnnlab.data.registry import DataMissing
     from rnnlab.experiments.studies import EXPERIMENTS
-    from rnnlab.experiments.sweeps import produced_metrics, spec_sweep
+    from rnnlab.experiments.sweeps import spec_sweep
 
     exp = EXPERIMENTS["polyphonic"]
-    try:
-        produced_metrics(spec_sweep(exp.search, exp.specs(True)[0], True, "polyphonic").trials()[0])
-    except (DataMissing, ValueError) as err:
-        pytest.skip(f"the polyphonic data is not on this machine ({err})")
+    _produced_or_skip(spec_sweep(exp.search, exp.specs(True)[0], True, "polyphonic").trials()[0], "polyphonic")
     assert main(["reproduce", "polyphonic", "--tune", "--quick", "--seeds", "2", "--out", str(tmp_path)]) == 0
     results = StudyResults.load(tmp_path / "polyphonic-tuned" / "results.json")
     searches = sorted(p.name for p in (tmp_path / "polyphonic-tuned" / "search").iterdir())
@@ -370,10 +372,8 @@ def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "examples").rglob("*.toml")),
                          ids=lambda p: p.name)
 def test_the_example_sweeps_parse_and_ask_for_a_metric_their_task_produces(path):
-    from rnnlab.experiments.sweeps import load_sweep, produced_metrics
-
     sweep = load_sweep(path)
-    assert sweep.metric in produced_metrics(sweep.trials()[0])
+    assert sweep.metric in _produced_or_skip(sweep.trials()[0], path.name)
 
 
 def test_a_map_compares_its_cells_at_each_point_and_publishes(tmp_path):
