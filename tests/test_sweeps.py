@@ -69,6 +69,17 @@ def test_a_metric_the_task_does_not_produce_is_refused_before_training(tmp_path)
     assert not list((tmp_path / "out").glob("trials/*"))
 
 
+def test_force_with_a_metric_the_task_does_not_produce_keeps_the_stored_trials(tmp_path):
+    path = _write(tmp_path, TINY.replace("seeds = 2", "seeds = 1"))
+    run_sweep(parse_sweep(path.read_text(), str(path)), tmp_path / "out", workers=1, progress=False)
+    stored = sorted(p.name for p in (tmp_path / "out" / "trials").iterdir())
+    wrong = path.read_text().replace('metric = "dev_loss"', 'metric = "dev_perplexity"')
+    with pytest.raises(ValueError, match="does not produce 'dev_perplexity'"):
+        run_sweep(parse_sweep(wrong, str(path)), tmp_path / "out", force=True, progress=False)
+    assert sorted(p.name for p in (tmp_path / "out" / "trials").iterdir()) == stored
+    assert all((tmp_path / "out" / "trials" / name / "trial.json").is_file() for name in stored)
+
+
 def test_invalid_toml_names_the_file(tmp_path):
     path = _write(tmp_path, "task = \n")
     with pytest.raises(ValueError, match="not valid TOML"):

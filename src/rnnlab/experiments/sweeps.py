@@ -511,16 +511,16 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode, replicas)
     trials = sweep.trials()
     store = TrialStore(out_dir)
-    if force:
-        for trial in trials:
-            store.forget(trial)
-    stored = [r for r in (store.record(t) for t in trials) if r is not None and r["status"] == "ok"]
+    stored = [] if force else [r for r in (store.record(t) for t in trials) if r is not None and r["status"] == "ok"]
     if not any(sweep.metric in r["metrics"] for r in stored):   # a stored trial that reports it is proof enough
         produced = produced_metrics(trials[0])   # (building and evaluating PTB's untrained model takes a minute)
-        if sweep.metric not in produced:
+        if sweep.metric not in produced:     # refused before --force forgets anything
             line = _line_of(Path(sweep.source).read_text(), "metric") if Path(sweep.source).is_file() else None
             at = f"{sweep.source}:{line}: metric" if line else f"{sweep.source}: metric"
             raise ValueError(f"{at}: task {sweep.task} does not produce {sweep.metric!r}; it produces {produced}")
+    if force:
+        for trial in trials:
+            store.forget(trial)
     todo = [t for t in trials if store.record(t) is None]
     if progress:
         print(f"sweep {sweep.source}: {len(trials)} trials, {len(trials) - len(todo)} already stored, "
