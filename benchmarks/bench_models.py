@@ -223,11 +223,11 @@ def main() -> None:
         # the BLAS threads training would use (the rule of rnnlab.engines.threads, or 1), for both
         with blas_threads(training_threads(model, settings["batch_size"], settings["threads"] if ALL_CORES else 1)):
             ms = measure({"rnnlab": ours, "torch": theirs}, repeats, args.blocks, ALL_CORES)
+            if args.profile:     # under the same threads as the table (the loss and updates split by them)
+                profiles.append((label, profile(ours)))
         floor = step_flops(model, batch) / rate * 1000
         print(f"| {label} | {tuple(np.asarray(batch.x).shape[:2])} | {ms['rnnlab']:.2f} | {ms['torch']:.2f} | "
               f"{ms['torch'] / ms['rnnlab']:.2f}× | {100 * floor / ms['rnnlab']:.0f}% |", flush=True)
-        if args.profile:
-            profiles.append((label, profile(ours)))
     for label, shares in profiles:
         print(f"\n{label}: " + "; ".join(f"{name} {share:.0%}" for name, share in shares))
 
