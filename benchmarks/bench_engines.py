@@ -39,7 +39,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import rnnlab  # noqa: E402
-from rnnlab.engines.threads import blas_threads, choose_threads  # noqa: E402
+from rnnlab.cells.kernel_blas import blas_description  # noqa: E402
+from rnnlab.engines.threads import blas_threads, choose_threads, processor_name  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
 
 if not ALL_CORES:
@@ -146,6 +147,7 @@ def main() -> None:
     how = (f"all {os.cpu_count()} cores, wall time, in blocks with pauses" if ALL_CORES
            else "1 thread, CPU time, interleaved")
     print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, {how}, median of {args.repeats}")
+    print(f"{processor_name()}; {blas_description()}")
     print(f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4} {'numpy ms':>9} {'numba ms':>9} {'torch ms':>9} "
           f"{'x numpy':>8} {'x numba':>8}")
     ratios: dict[str, list[float]] = {"numpy": [], "numba": []}

@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from rnnlab.cells.kernel_blas import blas_description  # noqa: E402
 from rnnlab.engines.threads import blas_threads, cpu_cores, processor_name  # noqa: E402
 from rnnlab.experiments.settings import build, train_config  # noqa: E402
 from rnnlab.experiments.studies import EXPERIMENTS  # noqa: E402
@@ -202,7 +203,8 @@ def main() -> None:
     torch.set_num_threads(threads)
     rate = gemm_rate(threads)
     print(f"{processor_name()}; {threads} thread(s); {'wall' if ALL_CORES else 'CPU'} ms per step, median of "
-          f"{args.blocks} interleaved blocks; float32 GEMM {rate / 1e9:.1f} GFLOP/s measured\n")
+          f"{args.blocks} interleaved blocks; float32 GEMM {rate / 1e9:.1f} GFLOP/s measured")
+    print(f"{blas_description()}\n")
     print("| study model | batch (T, B) | rnnlab ms | torch ms | torch / rnnlab | rnnlab at % of the GEMM floor |")
     print("|---|---|---|---|---|---|")
     profiles = []

@@ -329,3 +329,17 @@ def test_the_kernels_product_is_numpys_in_every_blas_the_kernels_may_call(m, k, 
     # the fallback's np.dot runs in SciPy's BLAS, which may take another path (gemv for n = 1) than
     # NumPy's @: the same product, not always the same last bit
     np.testing.assert_allclose(other, a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def test_the_benchmarks_blas_line_names_the_library_its_kernels_and_whose_blas_the_kernels_call():
+    from threadpoolctl import threadpool_info
+
+    from rnnlab.cells import kernel_blas
+
+    line = kernel_blas.blas_description()
+    assert line.endswith(f"per-step products in {kernel_blas.SOURCE}'s BLAS")
+    ours, _ = kernel_blas.blas_libraries()
+    for lib in ours:     # every BLAS NumPy loaded, with the version threadpoolctl reads from the library itself
+        assert f"{lib.internal_api} {lib.version}" in line
+    assert ours or "none found" in line
+    assert any(info.get("architecture", "?") in line for info in threadpool_info() if info["user_api"] == "blas")

@@ -75,6 +75,15 @@ def _numpy_gemm() -> dict[str, int]:
     return {}
 
 
+def blas_description() -> str:
+    """NumPy's BLAS as a benchmark quotes it: library, version, the kernels it picked for this
+    processor, and whose BLAS the Numba kernels' per-step products call."""
+    ours, _ = blas_libraries()
+    libraries = ", ".join(f"{lib.internal_api} {lib.version} ({getattr(lib, 'architecture', None) or 'kernels: ?'})"
+                          for lib in ours) or "none found"
+    return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS"
+
+
 _ADDRESSES = _numpy_gemm()
 SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
