@@ -17,7 +17,14 @@ from threadpoolctl import threadpool_info
 
 import rnnlab
 from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, backward_against_finite_differences, join_state, make_mask
-from rnnlab.cells.kernel_math import EXP_CLAMP32, EXP_CLAMP64, kernel_exp, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.kernel_math import (
+    EXP_CLAMP32,
+    EXP_CLAMP64,
+    KERNEL_OPTIONS,
+    kernel_exp,
+    kernel_sigmoid,
+    kernel_tanh,
+)
 from rnnlab.engines.threads import available_threads, blas_threads, choose_threads
 
 try:
@@ -109,7 +116,7 @@ def test_float32_stays_float32_and_unknown_engine_is_rejected():
 
 # -- the Numba kernels' own math and buffers ----------------------------------------------------------
 
-@njit(error_model="numpy")
+@njit(**KERNEL_OPTIONS)     # compiled as the kernels are (FMA contraction included)
 def _apply_kernel_math(x, exp_out, tanh_out, sigmoid_out):
     for j in range(x.size):
         exp_out[j] = kernel_exp(x[j])
@@ -155,7 +162,7 @@ def test_float32_kernels_never_widen_to_float64(kind, monkeypatch):
     module = importlib.import_module(f"rnnlab.cells.{kind}")
     names = (f"{kind}_forward_loop", f"{kind}_backward_loop")
     for name in names:   # uncached twins: code loaded from the disk cache cannot be inspected
-        monkeypatch.setattr(module, name, njit(error_model="numpy")(getattr(module, name).py_func))
+        monkeypatch.setattr(module, name, njit(**KERNEL_OPTIONS)(getattr(module, name).py_func))
     cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=np.float32, engine="numba")
     hs, cache = cell.forward(np.ones((4, 2, 3), np.float32))
     cell.backward(np.ones_like(hs), cache, back_steps=2)

