@@ -12,7 +12,10 @@ draws it.
 
 Every thread pool is pinned before NumPy and PyTorch are imported. Two substitutions keep the models
 the same in both: S4's sigmoid RNN runs with tanh (``nn.RNN`` has no sigmoid) and S2's Cho GRU as
-the cuDNN GRU (``nn.GRU``'s); the cost of a step does not depend on either. Models whose data is
+the cuDNN GRU (``nn.GRU``'s); the cost of a step does not depend on either. Both steps draw S3's
+weight noise where the study sets it (the polyphonic models: the gradient at perturbed weights, the
+update to the clean ones). Where a study truncates BPTT (S4's LM, k = 5), the PyTorch script runs
+full BPTT, which costs it less: rnnlab's backward carries k + 1 ages of deltas. Models whose data is
 missing (``rnnlab data list``) are skipped, saying so. The floor column is the step's matrix-product
 FLOPs over this machine's measured float32 GEMM rate at the same thread count: the time a step
 could not beat.
@@ -130,10 +133,21 @@ def torch_step(settings: dict, model, batch):
         total = (per * mask).sum()
         return total / (mask.shape[1] if settings["loss_normalization"] == "sequence" else mask.sum())
 
+    params = list(net.parameters())
+
     def step():
         optimizer.zero_grad(set_to_none=True)
+        if settings["weight_noise"]:       # S3's weight noise: the gradient is taken at perturbed weights
+            with torch.no_grad():
+                clean = [p.clone() for p in params]
+                for p in params:
+                    p.add_(torch.randn_like(p), alpha=settings["weight_noise"])
         loss = loss_of(net(x, lengths))
         loss.backward()
+        if settings["weight_noise"]:
+            with torch.no_grad():
+                for p, kept in zip(params, clean):
+                    p.copy_(kept)
         if settings["clip"]:
             nn.utils.clip_grad_norm_(net.parameters(), settings["clip"])
         optimizer.step()
