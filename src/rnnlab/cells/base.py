@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, ItemsView, Iterator, MutableMapping, ValuesView
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,11 @@ class ParamView(MutableMapping):
         self._children = children
 
     def _split(self, key: str):
-        for prefix, child in self._children.items():
+        prefix, _, name = key.partition(".")
+        child = self._children.get(prefix)
+        if child is not None and name in child.params:
+            return child.params, name
+        for prefix, child in self._children.items():      # a prefix with a dot in it
             if key.startswith(prefix + ".") and key[len(prefix) + 1:] in child.params:
                 return child.params, key[len(prefix) + 1:]
         raise KeyError(key)
@@ -79,6 +83,27 @@ class ParamView(MutableMapping):
 
     def __len__(self) -> int:
         return sum(len(child.params) for child in self._children.values())
+
+    # every training step walks the parameters (the update, the norm, weight noise): straight through
+    # the children rather than Mapping's default of looking each name up again
+    def items(self) -> ItemsView:
+        return _ParamItems(self)
+
+    def values(self) -> ValuesView:
+        return _ParamValues(self)
+
+
+class _ParamItems(ItemsView):
+    def __iter__(self):
+        for prefix, child in self._mapping._children.items():
+            for name, value in child.params.items():
+                yield f"{prefix}.{name}", value
+
+
+class _ParamValues(ValuesView):
+    def __iter__(self):
+        for child in self._mapping._children.values():
+            yield from child.params.values()
 
 
 @dataclass(frozen=True)
