@@ -116,7 +116,7 @@ def test_float32_stays_float32_and_unknown_engine_is_rejected():
 
 # -- the Numba kernels' own math and buffers ----------------------------------------------------------
 
-@njit(**KERNEL_OPTIONS)     # compiled as the kernels are (FMA contraction included)
+@njit(**KERNEL_OPTIONS)     # compiled as the kernels are
 def _apply_kernel_math(x, exp_out, tanh_out, sigmoid_out):
     for j in range(x.size):
         exp_out[j] = kernel_exp(x[j])
