@@ -193,3 +193,25 @@ def test_twenty_thousand_parameter_budget_of_s3():
     assert sizes["rnn"] > sizes["gru"] > sizes["lstm"]
     for kind, h in sizes.items():
         assert abs(count_params(kind, input_size=88, hidden_size=h, output_size=88) - 20000) < 600
+
+
+@settings(max_examples=10, deadline=None)
+@given(cell=st.sampled_from(["rnn", "gru", "lstm"]), layers=st.integers(1, 3), embedding=st.booleans())
+def test_a_models_parameter_view_walks_every_array_once_live_and_in_order(cell, layers, embedding):
+    """items() and values() (the training step's walks) agree with looking each name up, and are
+    the live arrays: writing through them changes the model."""
+    from rnnlab.models import RecurrentModel
+
+    model = RecurrentModel(cell, 3, 4, 5, num_layers=layers, vocab_size=6 if embedding else None, seed=0)
+    view = model.params
+    names = list(view)
+    assert len(names) == len(set(names)) == len(view) == len(view.items()) == len(view.values())
+    assert [name for name, _ in view.items()] == names
+    assert all(value is view[name] for name, value in view.items())
+    assert all(a is b for a, b in zip(view.values(), (view[name] for name in names)))
+    assert ("rnn.0.W_h", view["rnn.0.W_h"]) in view.items() and "rnn.0.W_h" in view
+    for value in view.values():
+        value[...] = 7.0
+    assert all((layer.params["W_h"] == 7.0).all() for layer in model.rnn.layers)
+    with pytest.raises(KeyError):
+        view["rnn.9.W_h"]

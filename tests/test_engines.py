@@ -339,8 +339,6 @@ def test_the_kernels_product_is_numpys_in_every_blas_the_kernels_may_call(m, k, 
 
 
 def test_the_benchmarks_blas_line_names_the_library_its_kernels_and_whose_blas_the_kernels_call():
-    from threadpoolctl import threadpool_info
-
     from rnnlab.cells import kernel_blas
 
     line = kernel_blas.blas_description()

@@ -75,6 +75,14 @@ def _numpy_gemm() -> dict[str, int]:
     return {}
 
 
+_ADDRESSES = _numpy_gemm()
+SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
+for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
+    llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
+_SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
+_DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
+
+
 def blas_description() -> str:
     """NumPy's BLAS as a benchmark quotes it: library, version, the kernels it picked for this
     processor, and whose BLAS the Numba kernels' per-step products call."""
@@ -82,14 +90,6 @@ def blas_description() -> str:
     libraries = ", ".join(f"{lib.internal_api} {lib.version} ({getattr(lib, 'architecture', None) or 'kernels: ?'})"
                           for lib in ours) or "none found"
     return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS"
-
-
-_ADDRESSES = _numpy_gemm()
-SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
-for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
-    llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
-_SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
-_DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
 
 
 def kernel_matmul(a, b, out):
