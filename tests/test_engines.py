@@ -342,9 +342,68 @@ def test_the_benchmarks_blas_line_names_the_library_its_kernels_and_whose_blas_t
     from rnnlab.cells import kernel_blas
 
     line = kernel_blas.blas_description()
-    assert line.endswith(f"per-step products in {kernel_blas.SOURCE}'s BLAS")
+    assert f"per-step products in {kernel_blas.SOURCE}'s BLAS (" in line
+    assert ("split under the small-matrix bound" in line) == kernel_blas.splits_products()
     ours, _ = kernel_blas.blas_libraries()
     for lib in ours:     # every BLAS NumPy loaded, with the version threadpoolctl reads from the library itself
         assert f"{lib.internal_api} {lib.version}" in line
     assert ours or "none found" in line
     assert any(info.get("architecture", "?") in line for info in threadpool_info() if info["user_api"] == "blas")
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 3000), k=st.integers(1, 3000), seed=st.integers(0, 2**16))
+def test_small_block_widths_put_every_block_under_openblass_small_matrix_bound(m, n, k, seed):
+    from rnnlab.cells.kernel_blas import SMALL_PRODUCT, small_block_width
+
+    width = small_block_width(m, n, k)
+    if width == 0:       # whole: under the bound already, or no block of 32 fits under it
+        assert m * n * k <= SMALL_PRODUCT or m * min(n, k) * 32 > SMALL_PRODUCT
+    else:
+        assert m * n * k > SMALL_PRODUCT and width % 32 == 0 and m * width * min(n, k) <= SMALL_PRODUCT
+        assert m * (width + 32) * min(n, k) > SMALL_PRODUCT          # the widest such width
+        assert width < max(n, k)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 24), k=st.sampled_from([150, 200, 256, 333]), gates=st.sampled_from([1, 3, 4]),
+       forward=st.booleans(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_the_kernels_product_above_the_small_matrix_bound_is_the_product_split_or_whole(m, k, gates, forward,
+                                                                                        threads, seed):
+    """Products above SMALL_PRODUCT (split in blocks at 1 thread where OpenBLAS has small-matrix
+    kernels, whole otherwise): the same product as NumPy's within float32 rounding."""
+    from threadpoolctl import threadpool_limits
+
+    from rnnlab.cells import kernel_blas
+
+    rng = np.random.default_rng(seed)
+    shape = (m, k, gates * k) if forward else (m, gates * k, k)      # h·W_h, or da·W_hᵀ
+    a = rng.normal(size=shape[:2]).astype(np.float32)
+    b = rng.normal(size=shape[1:]).astype(np.float32)
+    out = np.full((shape[0], shape[2]), np.nan, np.float32)
+    with threadpool_limits(threads, user_api="blas"):
+        njit(lambda a, b, out: kernel_blas.kernel_matmul(a, b, out))(a, b, out)
+        splitting = kernel_blas.splits_products()
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, exact, rtol=0, atol=1e-5 * shape[1] ** 0.5 * np.abs(exact).max())
+    assert splitting == (threads == 1 and _has_small_matrix_kernels())
+
+
+def _has_small_matrix_kernels() -> bool:
+    from rnnlab.cells import kernel_blas
+
+    ours, _ = kernel_blas.blas_libraries()
+    return kernel_blas.SOURCE == "numpy" and any(
+        lib.internal_api == "openblas" and getattr(lib, "architecture", None) in kernel_blas.SMALL_KERNEL_FAMILIES
+        for lib in ours)
+
+
+def test_products_split_only_at_one_thread_and_where_openblas_has_small_matrix_kernels():
+    from threadpoolctl import threadpool_limits
+
+    from rnnlab.cells import kernel_blas
+
+    with threadpool_limits(1, user_api="blas"):
+        assert kernel_blas.splits_products() == _has_small_matrix_kernels()
+    with threadpool_limits(2, user_api="blas"):
+        assert not kernel_blas.splits_products()

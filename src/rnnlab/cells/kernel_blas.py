@@ -14,6 +14,18 @@ One BLAS then runs both the kernels' per-step products and the big products over
 the threads the thread rule grants: with one pool instead of two, the per-step products gain from a
 second core too (``benchmarks/bench_threads.py``: LSTM (100, 64, 88, 256) at 2 threads 145 ms with
 them on one thread, 115 ms on both).
+
+At 1 thread, a float32 product just above OpenBLAS's small-matrix bound (M·N·K ≤ 10⁶,
+``SMALL_PRODUCT``) runs faster as blocks under it: the SkylakeX-family kernels multiply those
+unpacked. The forward's (20×200)·(200×800) (PTB's LSTM, the cell benchmark's (35, 20, 200, 200))
+took 78 µs in one call and 57 µs as four column blocks, the backward's (20×800)·(800×200) 83 µs and
+57 µs as four blocks of K (AMD EPYC; 1.06×–1.4× at the other shapes tried, e.g. (64×256)·(256×1024)
+412 → 388 µs). The same split loses at 2 threads (the small kernels run on one) and with OpenBLAS's
+Haswell kernels (no small-matrix path), so ``kernel_matmul`` asks at run time, through one more
+registered symbol (``rnnlab_split_threads``): NumPy's OpenBLAS thread count where its kernel family
+has the small-matrix path (``SMALL_KERNEL_FAMILIES``), else 0; it splits only at 1. A split sums in
+blocks, so those products' last bits differ from one call's (float32 rounding); products under the
+bound, float64 and every other BLAS are called whole, as before.
 """
 
 from __future__ import annotations
@@ -23,11 +35,13 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import carray, cfunc, types
+from numba import carray, cfunc, njit, types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
 ROW_MAJOR, NO_TRANS = 101, 111
+SMALL_PRODUCT = 1_000_000          # OpenBLAS's bound on M·N·K for its small-matrix sgemm kernels
+SMALL_KERNEL_FAMILIES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # the families that have them
 _NUMPY_DIR = Path(np.__file__).resolve().parent
 
 
@@ -75,12 +89,40 @@ def _numpy_gemm() -> dict[str, int]:
     return {}
 
 
+@cfunc(types.int32(), cache=True)
+def _never_split():   # pragma: no cover - compiled
+    return 0
+
+
+def _split_threads_address() -> int:
+    """The C function the kernels ask before splitting a product: NumPy's OpenBLAS thread count where
+    its kernel family has small-matrix kernels, else one that answers 0 (never split)."""
+    ours, _ = blas_libraries()
+    for lib in ours:
+        if lib.internal_api != "openblas" or getattr(lib, "architecture", None) not in SMALL_KERNEL_FAMILIES:
+            continue
+        handle = ctypes.CDLL(lib.filepath)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
+            if hasattr(handle, name):
+                return ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
+    return _never_split.address
+
+
 _ADDRESSES = _numpy_gemm()
 SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
     llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
+llvm.add_symbol("rnnlab_split_threads", _split_threads_address() if _ADDRESSES else _never_split.address)
 _SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
 _DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
+_SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
+
+
+def splits_products() -> bool:
+    """Whether the kernels' float32 products above ``SMALL_PRODUCT`` are split now (see above)."""
+    ours, _ = blas_libraries()
+    return bool(_ADDRESSES) and any(lib.internal_api == "openblas" and lib.num_threads == 1 and
+                                    getattr(lib, "architecture", None) in SMALL_KERNEL_FAMILIES for lib in ours)
 
 
 def blas_description() -> str:
@@ -89,7 +131,46 @@ def blas_description() -> str:
     ours, _ = blas_libraries()
     libraries = ", ".join(f"{lib.internal_api} {lib.version} ({getattr(lib, 'architecture', None) or 'kernels: ?'})"
                           for lib in ours) or "none found"
-    return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS"
+    split = "split under the small-matrix bound at 1 thread" if splits_products() else "whole"
+    return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS ({split} now)"
+
+
+@njit(cache=True)
+def small_block_width(m: int, n: int, k: int) -> int:
+    """The width of the blocks along the longer of n and k that put each block's product under
+    ``SMALL_PRODUCT``: the widest multiple of 32 (narrower or unaligned blocks measured slower than
+    one call: (64×256)·(256×1024) in 17 blocks of ~60 columns 776 µs, in 32 of 32 388 µs, whole 412),
+    the last block what remains; 0 (one call) where the whole is under the bound already or no such
+    width exists."""
+    other = k if n >= k else n
+    width = SMALL_PRODUCT // max(m * other, 1) // 32 * 32
+    if m * n * k <= SMALL_PRODUCT or width < 32:
+        return 0
+    return width
+
+
+@njit(cache=True)
+def block_width_now(m: int, n: int, k: int) -> int:
+    """``small_block_width`` where the kernels split now (1 BLAS thread, a small-matrix kernel
+    family), else max(n, k): one block, the whole product in one call."""
+    width = small_block_width(m, n, k)
+    return width if width > 0 and _SPLIT_THREADS() == 1 else max(n, k)
+
+
+@njit(cache=True)
+def _sgemm_in_blocks(m, n, k, a, b, out):
+    """out = a · b for row-major float32 (m×k)·(k×n) at these addresses, in blocks of
+    ``block_width_now`` along the longer of n and k (one block: one call)."""
+    width = block_width_now(m, n, k)
+    one, zero = np.float32(1.0), np.float32(0.0)
+    if n >= k:       # column blocks of b and out: each entry is still one sum over all of k
+        for start in range(0, n, width):
+            _SGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, min(width, n - start), k, one, a, k, b + 4 * start, n,
+                   zero, out + 4 * start, n)
+    else:            # blocks of k, added into out in order
+        for start in range(0, k, width):
+            _SGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, min(width, k - start), one, a + 4 * start, k,
+                   b + 4 * start * n, n, zero if start == 0 else one, out, n)
 
 
 def kernel_matmul(a, b, out):
@@ -105,10 +186,15 @@ def _kernel_matmul(a, b, out):
         return lambda a, b, out: np.dot(a, b, out)
     gemm, real = (_SGEMM, np.float32) if a.dtype == types.float32 else (_DGEMM, np.float64)
     one, zero = real(1.0), real(0.0)
+    if a.dtype != types.float32:
+        def impl(a, b, out):
+            m, k = a.shape
+            n = b.shape[1]
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
+                 out.ctypes.data, n)
+        return impl
 
-    def impl(a, b, out):
+    def impl_split(a, b, out):
         m, k = a.shape
-        n = b.shape[1]
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
-             out.ctypes.data, n)
-    return impl
+        _sgemm_in_blocks(m, b.shape[1], k, a.ctypes.data, b.ctypes.data, out.ctypes.data)
+    return impl_split
