@@ -407,3 +407,13 @@ def test_products_split_only_at_one_thread_and_where_openblas_has_small_matrix_k
         assert kernel_blas.splits_products() == _has_small_matrix_kernels()
     with threadpool_limits(2, user_api="blas"):
         assert not kernel_blas.splits_products()
+
+
+def test_the_gate_where_products_never_split_answers_zero():
+    """Where NumPy's BLAS has no small-matrix kernels the kernels ask this compiled function instead
+    of OpenBLAS's thread count; 0 is never 1, so they call every product whole."""
+    import ctypes
+
+    from rnnlab.cells import kernel_blas
+
+    assert ctypes.CFUNCTYPE(ctypes.c_int32)(kernel_blas._never_split())() == 0

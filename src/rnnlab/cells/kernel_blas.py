@@ -19,7 +19,7 @@ At 1 thread, a float32 product just above OpenBLAS's small-matrix bound (M·N·K
 ``SMALL_PRODUCT``) runs faster as blocks under it: the SkylakeX-family kernels multiply those
 unpacked. The forward's (20×200)·(200×800) (PTB's LSTM, the cell benchmark's (35, 20, 200, 200))
 took 78 µs in one call and 57 µs as four column blocks, the backward's (20×800)·(800×200) 83 µs and
-57 µs as four blocks of K (AMD EPYC; 1.06×–1.4× at the other shapes tried, e.g. (64×256)·(256×1024)
+57 µs as four blocks of K (AMD EPYC; 1.06×–1.46× at the other shapes tried, e.g. (64×256)·(256×1024)
 412 → 388 µs). The same split loses at 2 threads (the small kernels run on one) and with OpenBLAS's
 Haswell kernels (no small-matrix path), so ``kernel_matmul`` asks at run time, through one more
 registered symbol (``rnnlab_split_threads``): NumPy's OpenBLAS thread count where its kernel family
@@ -89,9 +89,12 @@ def _numpy_gemm() -> dict[str, int]:
     return {}
 
 
-@cfunc(types.int32(), cache=True)
-def _never_split():   # pragma: no cover - compiled
-    return 0
+def _never_split() -> int:
+    """The address of a C function that answers 0: the gate where the products never split."""
+    @cfunc(types.int32(), cache=True)
+    def never():   # pragma: no cover - compiled
+        return 0
+    return never.address
 
 
 def _split_threads_address() -> int:
@@ -105,14 +108,14 @@ def _split_threads_address() -> int:
         for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
             if hasattr(handle, name):
                 return ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
-    return _never_split.address
+    return _never_split()
 
 
 _ADDRESSES = _numpy_gemm()
 SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
     llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
-llvm.add_symbol("rnnlab_split_threads", _split_threads_address() if _ADDRESSES else _never_split.address)
+llvm.add_symbol("rnnlab_split_threads", _split_threads_address() if _ADDRESSES else _never_split())
 _SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
 _DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
 _SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
