@@ -417,3 +417,13 @@ def test_the_gate_where_products_never_split_answers_zero():
     from rnnlab.cells import kernel_blas
 
     assert ctypes.CFUNCTYPE(ctypes.c_int32)(kernel_blas._never_split())() == 0
+
+
+@pytest.mark.parametrize("m, k, n", [(0, 0, 0), (3, 0, 0), (0, 5, 0), (2, 0, 4), (4, 3, 0)])
+def test_the_kernels_product_of_empty_matrices_is_numpys(m, k, n):
+    from rnnlab.cells import kernel_blas
+
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    njit(lambda a, b, out: kernel_blas.kernel_matmul(a, b, out))(a, b, out)
+    np.testing.assert_array_equal(out, a @ b)

@@ -155,9 +155,9 @@ def small_block_width(m: int, n: int, k: int) -> int:
 @njit(cache=True)
 def block_width_now(m: int, n: int, k: int) -> int:
     """``small_block_width`` where the kernels split now (1 BLAS thread, a small-matrix kernel
-    family), else max(n, k): one block, the whole product in one call."""
+    family), else max(n, k, 1): one block, the whole product in one call."""
     width = small_block_width(m, n, k)
-    return width if width > 0 and _SPLIT_THREADS() == 1 else max(n, k)
+    return width if width > 0 and _SPLIT_THREADS() == 1 else max(n, k, 1)
 
 
 @njit(cache=True)
