@@ -115,17 +115,17 @@ _ADDRESSES = _numpy_gemm()
 SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
     llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
-llvm.add_symbol("rnnlab_split_threads", _split_threads_address() if _ADDRESSES else _never_split())
+_SPLIT_ADDRESS = _split_threads_address() if _ADDRESSES else _never_split()
+llvm.add_symbol("rnnlab_split_threads", _SPLIT_ADDRESS)
 _SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
 _DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
 _SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
 
 
 def splits_products() -> bool:
-    """Whether the kernels' float32 products above ``SMALL_PRODUCT`` are split now (see above)."""
-    ours, _ = blas_libraries()
-    return bool(_ADDRESSES) and any(lib.internal_api == "openblas" and lib.num_threads == 1 and
-                                    getattr(lib, "architecture", None) in SMALL_KERNEL_FAMILIES for lib in ours)
+    """Whether the kernels' float32 products above ``SMALL_PRODUCT`` are split now: the kernels'
+    own gate, asked from Python."""
+    return ctypes.CFUNCTYPE(ctypes.c_int32)(_SPLIT_ADDRESS)() == 1
 
 
 def blas_description() -> str:
@@ -187,17 +187,16 @@ def _kernel_matmul(a, b, out):
     if not all(isinstance(t, types.Array) and t.ndim == 2 and t.layout == "C" and t.dtype == a.dtype
                for t in arrays) or a.dtype not in (types.float32, types.float64):
         return lambda a, b, out: np.dot(a, b, out)
-    gemm, real = (_SGEMM, np.float32) if a.dtype == types.float32 else (_DGEMM, np.float64)
-    one, zero = real(1.0), real(0.0)
-    if a.dtype != types.float32:
-        def impl(a, b, out):
+    if a.dtype == types.float32:
+        def impl_float32(a, b, out):
             m, k = a.shape
-            n = b.shape[1]
-            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
-                 out.ctypes.data, n)
-        return impl
+            _sgemm_in_blocks(m, b.shape[1], k, a.ctypes.data, b.ctypes.data, out.ctypes.data)
+        return impl_float32
+    one, zero = np.float64(1.0), np.float64(0.0)
 
-    def impl_split(a, b, out):
+    def impl_float64(a, b, out):
         m, k = a.shape
-        _sgemm_in_blocks(m, b.shape[1], k, a.ctypes.data, b.ctypes.data, out.ctypes.data)
-    return impl_split
+        n = b.shape[1]
+        _DGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
+               out.ctypes.data, n)
+    return impl_float64
