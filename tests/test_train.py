@@ -176,6 +176,53 @@ def test_divergence_names_epoch_batch_and_parameter_and_keeps_the_last_good_chec
     assert all(np.isfinite(v).all() for v in arrays.values())
 
 
+def _poison_gradient_at(model, call: int):
+    """Make the model's ``call``-th gradient NaN (10 batches per epoch of the toy task at batch 10)."""
+    real = model.loss_and_grads
+    calls = {"n": 0}
+
+    def poisoned(batch, h0=None, back_steps=None, **kwargs):
+        calls["n"] += 1
+        loss, grads, stats, state = real(batch, h0, back_steps, **kwargs)
+        if calls["n"] == call:
+            grads["rnn.0.W_h"] = grads["rnn.0.W_h"] * np.nan
+        return loss, grads, stats, state
+
+    model.loss_and_grads = poisoned
+
+
+@pytest.mark.parametrize("seconds, kept", [(0.0, 3), (1e9, 1)])
+def test_checkpoints_follow_checkpoint_seconds_and_divergence_names_the_one_kept(tmp_path, seconds, kept):
+    """0: a checkpoint after every epoch; a long interval: only after the first (and the last)."""
+    train, dev = _toy_task()
+    model = RecurrentModel("rnn", 3, 8, 2, seed=0)
+    _poison_gradient_at(model, 3 * 10 + 2)      # epoch 4, batch 2
+    config = TrainConfig(epochs=6, batch_size=10, progress=False, checkpoint_seconds=seconds)
+    with pytest.raises(TrainingDiverged, match=f"epoch 4, batch 2: .*the checkpoint of epoch {kept} is kept"):
+        fit(model, train, dev, None, config, tmp_path)
+    assert load_checkpoint(tmp_path / "checkpoint.npz")[1]["progress"]["epoch"] == kept
+    assert len(list(csv.DictReader(open(tmp_path / "metrics.csv")))) == 3
+
+
+def test_resume_from_an_older_checkpoint_retrains_the_epochs_after_it_bit_for_bit(tmp_path):
+    """Cut off at epoch 4 with the checkpoint of epoch 1 on disk (metrics.csv has 3 rows): resuming
+    trains epochs 2–5 again and ends exactly where an uninterrupted run ends, rows rewritten."""
+    train, dev = _toy_task()
+    config = TrainConfig(epochs=5, batch_size=10, progress=False, checkpoint_seconds=1e9)
+    straight = fit(RecurrentModel("rnn", 3, 8, 2, seed=0), train, dev, None, config, tmp_path / "straight")
+    cut = RecurrentModel("rnn", 3, 8, 2, seed=0)
+    _poison_gradient_at(cut, 3 * 10 + 2)
+    with pytest.raises(TrainingDiverged):
+        fit(cut, train, dev, None, config, tmp_path / "cut")
+    resumed = fit(RecurrentModel("rnn", 3, 8, 2, seed=0), train, dev, None, config, tmp_path / "cut", resume=True)
+    rows = [_non_timing_rows(tmp_path / d / "metrics.csv") for d in ("straight", "cut")]
+    assert rows[0] == rows[1] and len(rows[0]) == 5
+    a, b = (load_checkpoint(tmp_path / d / "checkpoint.npz")[0] for d in ("straight", "cut"))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert {k: v for k, v in straight.items() if k not in TIMING | {"history"}} == \
+        {k: v for k, v in resumed.items() if k not in TIMING | {"history"}}
+
+
 def test_weight_noise_changes_gradients_but_not_the_clean_weights_between_batches(tmp_path):
     train, dev = _toy_task()
     runs = []

@@ -205,12 +205,14 @@ class GRU(Cell):
         H, dt = self.hidden_size, self.dtype
         hs, n_steps, aux = (np.empty((T, B, H), dt) for _ in range(3))
         rz = np.empty((T, B, 2 * H), dt)
-        W_h = np.ascontiguousarray(p["W_h"])
+        W_h = p["W_h"]
         b_h = p["b_h"] if "b_h" in p else np.zeros(3 * H, dt)
         b_hn = p["b_hn"] if "b_hn" in p else np.zeros(H, dt)
         cho = self.variant == "cho"
-        gru_forward_loop(xw, W_h, np.ascontiguousarray(W_h[:, :2 * H]), np.ascontiguousarray(W_h[:, 2 * H:]), b_h,
-                         b_hn, state0[0], mask, cho, hs, rz, n_steps, aux)
+        unused = np.empty((0, 0), dt)   # cudnn reads W_h whole, cho in its two blocks: no copies of the others
+        W_h, W_hrz, W_hn = (unused, np.ascontiguousarray(W_h[:, :2 * H]), np.ascontiguousarray(W_h[:, 2 * H:])) \
+            if cho else (np.ascontiguousarray(W_h), unused, unused)
+        gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, state0[0], mask, cho, hs, rz, n_steps, aux)
         return (hs,), {"rz": rz, "n": n_steps, ("rh" if cho else "hw_n"): aux}
 
     def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
@@ -218,8 +220,10 @@ class GRU(Cell):
         H = self.hidden_size
         W_h = p["W_h"]
         cho = self.variant == "cho"
-        dh0 = gru_backward_loop(dhs, np.ascontiguousarray(W_h.T), np.ascontiguousarray(W_h[:, :2 * H].T),
-                                np.ascontiguousarray(W_h[:, 2 * H:].T), np.ascontiguousarray(prev[0]),
+        unused = np.empty((0, 0), self.dtype)
+        W_hT, W_hrzT, W_hnT = (unused, np.ascontiguousarray(W_h[:, :2 * H].T), np.ascontiguousarray(W_h[:, 2 * H:].T)) \
+            if cho else (np.ascontiguousarray(W_h.T), unused, unused)
+        dh0 = gru_backward_loop(dhs, W_hT, W_hrzT, W_hnT, np.ascontiguousarray(prev[0]),
                                 cache.steps["rz"], cache.steps["n"], cache.steps["rh" if cho else "hw_n"], mask, cho,
                                 back_steps, dxw, dhw, dh_out)
         return dxw, dhw, (dh0,)
@@ -257,7 +261,8 @@ class GRU(Cell):
 # -- the fused time loops of the Numba engine (rnnlab.engines.numba) -------------------------------
 # gru_step / gru_step_backward over all T steps in one compiled loop: the recurrent matmuls in BLAS,
 # the gates as short loops. ``cho``: the candidate reads (r ⊙ h) W_hn; else r ⊙ (h W_hn + b_hn).
-# W_hrz = W_h[:, :2H] and W_hn = W_h[:, 2H:] come in as contiguous copies (and their transposes).
+# W_hrz = W_h[:, :2H] and W_hn = W_h[:, 2H:] come in as contiguous copies (and their transposes) for
+# cho, which reads only them; cudnn reads only W_h (the others are then empty).
 
 @kernel
 def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_steps, n_steps, aux_steps):

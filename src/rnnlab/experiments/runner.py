@@ -332,7 +332,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
                 resumed += 1
             jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
     if progress:
-        print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last epoch), {skipped} "
+        print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last checkpoint), {skipped} "
               f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     _store_finished(jobs, run, context.store, progress)
     return len(jobs)
