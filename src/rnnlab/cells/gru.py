@@ -272,15 +272,17 @@ def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_step
     h = h0.copy()
     hw = np.empty((B, 2 * H if cho else 3 * H), hs.dtype)
     n_pre = np.empty((B, H), hs.dtype)
-    pre = np.empty(2 * H, hs.dtype)
     for t in range(T):
         kernel_matmul(h, W_hrz if cho else W_h, hw)
+        # passes over all rows, the sigmoid and tanh over whole (B, 2H) and (B, H) blocks, the cache
+        # indexed directly (no row views): row by row, short loops ran mostly as scalar remainders
+        # (at hidden 10: 41 → 18 µs, the same bits)
         for i in range(B):
-            rz, row = rz_steps[t, i], hw[i]
             for j in range(2 * H):
-                pre[j] = xw[t, i, j] + row[j] + b_h[j]
-            for j in range(2 * H):
-                rz[j] = kernel_sigmoid(pre[j])
+                rz_steps[t, i, j] = xw[t, i, j] + hw[i, j] + b_h[j]
+        rz_flat = rz_steps[t].reshape(-1)
+        for k in range(rz_flat.size):
+            rz_flat[k] = kernel_sigmoid(rz_flat[k])
         if cho:
             for i in range(B):
                 for j in range(H):
@@ -288,23 +290,20 @@ def gru_forward_loop(xw, W_h, W_hrz, W_hn, b_h, b_hn, h0, mask, cho, hs, rz_step
             kernel_matmul(aux_steps[t], W_hn, n_pre)
             for i in range(B):
                 for j in range(H):
-                    pre[j] = xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j]
-                for j in range(H):
-                    n_steps[t, i, j] = kernel_tanh(pre[j])
+                    n_pre[i, j] = xw[t, i, 2 * H + j] + n_pre[i, j] + b_h[2 * H + j]
         else:
             for i in range(B):
-                aux, r = aux_steps[t, i], rz_steps[t, i]
                 for j in range(H):
-                    aux[j] = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
+                    aux_steps[t, i, j] = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
                 for j in range(H):
-                    pre[j] = xw[t, i, 2 * H + j] + r[j] * aux[j]
-                for j in range(H):
-                    n_steps[t, i, j] = kernel_tanh(pre[j])
+                    n_pre[i, j] = xw[t, i, 2 * H + j] + rz_steps[t, i, j] * aux_steps[t, i, j]
+        n_flat, pre_flat = n_steps[t].reshape(-1), n_pre.reshape(-1)
+        for k in range(n_flat.size):
+            n_flat[k] = kernel_tanh(pre_flat[k])
         for i in range(B):
             if mask[t, i] > 0.0:
-                n, z = n_steps[t, i], rz_steps[t, i, H:]
                 for j in range(H):
-                    h[i, j] = n[j] + z[j] * (h[i, j] - n[j])
+                    h[i, j] = n_steps[t, i, j] + rz_steps[t, i, H + j] * (h[i, j] - n_steps[t, i, j])
         hs[t] = h
 
 

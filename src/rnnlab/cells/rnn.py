@@ -99,7 +99,8 @@ class RNN(Cell):
 
 @inline
 def _activate_row(a, out, act):
-    """out = act(a) over one row; the branch outside the loop so that each loop vectorises."""
+    """out = act(a) over a row or a flattened block; the branch outside the loop so that each loop
+    vectorises."""
     if act == 0:
         for j in range(a.size):
             out[j] = kernel_tanh(a[j])
@@ -134,12 +135,15 @@ def rnn_forward_loop(xw, W_h, b_h, h0, mask, act, hs, h_steps):
     for t in range(T):
         kernel_matmul(h, W_h, a)
         for i in range(B):
-            pre = a[i]
             for j in range(H):
-                pre[j] += xw[t, i, j] + b_h[j]
-            _activate_row(pre, h_steps[t, i], act)
+                a[i, j] += xw[t, i, j] + b_h[j]
+        # the activation over the step's whole (B, H) block: row by row, rows of H ≲ 40 ran mostly
+        # as scalar loop remainders (at hidden 10: 18 → 9 µs, the same bits)
+        _activate_row(a.reshape(-1), h_steps[t].reshape(-1), act)
+        for i in range(B):
             if mask[t, i] > 0.0:
-                h[i] = h_steps[t, i]
+                for j in range(H):
+                    h[i, j] = h_steps[t, i, j]
         hs[t] = h
 
 
