@@ -79,7 +79,8 @@ zero_of = _constant_of(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is fl
 
 
 def inline(fn):
-    return njit(inline="always", error_model="numpy")(fn)
+    """A helper inlined into the kernels, compiled with their options (``KERNEL_OPTIONS``)."""
+    return njit(inline="always", **KERNEL_OPTIONS)(fn)
 
 
 @intrinsic
