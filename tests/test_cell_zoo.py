@@ -166,6 +166,7 @@ def test_settings_resolve_auto_to_the_engine_used():
 # -- settings and the command line ----------------------------------------------------------------
 
 def test_a_cell_file_in_settings_brings_its_options(tmp_path):
+    load_cell_file(f"{EXAMPLE}:MGU")      # named by the caller, as the command line's --cell names it
     settings = resolve_settings(("--config x.toml", {"task": "adding", "cell": f"{EXAMPLE}:MGU", "hidden": 5}))
     assert settings["cell"] == f"{EXAMPLE}:MGU" and settings["engine"] in ("jax", "numpy")
     with pytest.raises(ValueError, match="--cell: invalid value 'missing.py:X' for cell .cell 'missing.py:X': no such"):

@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it (the README's picture)
 LAYERS = [
-    ("rnnlab.common", "rnnlab.init", "rnnlab.metrics", "rnnlab.version"),
+    ("rnnlab.common", "rnnlab.files", "rnnlab.init", "rnnlab.metrics", "rnnlab.version"),
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",

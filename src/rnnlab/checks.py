@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells.base import Cell
-from rnnlab.cells.registry import cell_class
+from rnnlab.cells.registry import cell_class, is_cell_file, load_cell_file
 from rnnlab.engines import ENGINES
 from rnnlab.gradcheck import KinkError, numerical_gradient, relative_error
 
@@ -313,8 +313,9 @@ def _check_engine(cls: type[Cell], config: dict, label: str, engine: str) -> Che
 
 def check_cell(cell: type[Cell] | str, configs: list[dict[str, Any]] | None = None, seed: int = 0) -> CheckReport:
     """Check a cell class (or a registered name, or ``"path.py:Class"``) over ``configs`` (default:
-    ``configurations(cls)``). Returns a ``CheckReport``; nothing raises for a wrong adjoint."""
-    cls = cell_class(cell)
+    ``configurations(cls)``). Returns a ``CheckReport``; nothing raises for a wrong adjoint. A cell file
+    passed here is named by the caller, so it is imported (``load_cell_file``)."""
+    cls = load_cell_file(cell) if is_cell_file(cell) else cell_class(cell)
     report = CheckReport(getattr(cls, "name", "") or cls.__name__)
     jax_installed = importlib.util.find_spec("jax") is not None
     for config in configurations(cls) if configs is None else configs:

@@ -6,7 +6,6 @@ import argparse
 import importlib.util
 import json
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -14,20 +13,32 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.cells.registry import CELLS, is_cell_file, load_cell_file
+from rnnlab.cells.registry import CELLS, cell_class, is_cell_file, load_cell_file
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
-from rnnlab.experiments.executors import EXECUTORS
+from rnnlab.experiments.executors import EXECUTORS, StudyRunFailed
 from rnnlab.experiments.settings import (
     build,
     default_settings,
-    jsonable,
     load_trained,
     read_toml,
     resolve_engine,
     resolve_settings,
+    run_record,
     settings_table,
     train_config,
 )
+from rnnlab.files import check_publish_folder
+
+
+def _positive_int(text: str) -> int:
+    """argparse's type for counts (--workers, --seeds): its error names the flag."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -115,19 +126,82 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rnnlab.train import TrainingDiverged, fit
+    from rnnlab.files import hold
 
     settings = settings_from_args(args)
+    out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite: choose one")
+    built = None if args.resume else build(settings)    # bad data or a model too large stop before any write
+    with hold(out, args.command_line):
+        if args.resume:
+            settings = _resume_settings(args, settings, out)
+        else:
+            _refuse_stored_run(out, args.overwrite)
+        return _train_into(args, settings, out, built)
+
+
+# What a resumed run may change: it may train longer, with other BLAS threads (the same numbers).
+RESUMABLE_CHANGES = ("epochs", "threads")
+
+
+def _resume_settings(args: argparse.Namespace, settings: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The settings to resume ``out``'s run with: its stored ones. Settings the command line (or its
+    --config) names must agree with them, each difference listed, except those a resumed run may change
+    (``RESUMABLE_CHANGES``)."""
+    from rnnlab.experiments.settings import complete_settings
+    from rnnlab.train import CHECKPOINT, load_checkpoint
+
+    _, meta = load_checkpoint(out / CHECKPOINT)
+    stored = meta.get("run", {}).get("settings") if isinstance(meta.get("run"), dict) else None
+    if not isinstance(stored, dict):
+        raise ValueError(f"--resume: checkpoint {out / CHECKPOINT} records no run settings; cannot check what it "
+                         "trained")
+    stored = complete_settings(stored)
+    try:
+        cell_class(stored["cell"])
+    except ValueError as err:
+        raise ValueError(f"--resume: checkpoint {out / CHECKPOINT}: {err}") from None
+    named = {s.name for s in settings_table() if getattr(args, s.name) is not None}
+    if args.config:
+        named |= {k.replace("-", "_") for k in read_toml(args.config, where=f"--config {args.config}")}
+    differ = [f"{k}: stored {stored.get(k)!r}, given {settings.get(k)!r}" for k in sorted(named)
+              if k not in RESUMABLE_CHANGES and json.dumps(stored.get(k), default=str) !=
+              json.dumps(settings.get(k), default=str)]
+    if differ:
+        raise ValueError(f"--resume: the run in {out} was trained with other settings than this command line's: "
+                         + "; ".join(differ) + ". Drop them to resume the run as stored, or train elsewhere "
+                         "with --out")
+    return {**stored, **{k: settings[k] for k in RESUMABLE_CHANGES if k in named}}
+
+
+def _refuse_stored_run(out: Path, overwrite: bool) -> None:
+    """A folder that holds a run (finished or cut off) is not trained into anew unless ``--overwrite``
+    says so; then the run's own files (and only those) are removed first."""
+    from rnnlab.experiments.executors import STORED_FILES
+
+    held = [name for name in STORED_FILES if (out / name).is_file()]
+    if not held:
+        return
+    if not overwrite:
+        state = "a finished run" if "result.json" in held else "an interrupted run's checkpoint"
+        raise ValueError(f"--out {out}: holds {state} ({', '.join(held)}); pass --resume to continue it, "
+                         "--overwrite to replace it, or --out elsewhere")
+    for name in held:
+        (out / name).unlink()
+
+
+def _train_into(args: argparse.Namespace, settings: dict[str, Any], out: Path, built: tuple | None) -> int:
+    from rnnlab.train import TrainingDiverged, fit
+
     if (args.engine or DEFAULT_TRAINING_ENGINE) == "auto":
         print(f"engine {resolve_engine({**settings, 'engine': 'auto'})[1]}", file=sys.stderr)
-    task, model = build(settings)
+    task, model = built or build(settings)
     config = train_config(settings, progress=not args.quiet)
-    out = Path(args.out or f"runs/{settings['task']}-{settings['cell']}-h{settings['hidden']}-s{settings['seed']}")
     print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
-                     resume=args.resume, run_info={"settings": settings, "task_info": jsonable(task.info)},
-                     task_metrics=task.task_metrics)
+                     resume=args.resume, run_info=run_record(settings, task), task_metrics=task.task_metrics)
     except TrainingDiverged as err:
         print(f"rnnlab train: {err}", file=sys.stderr)
         return 1
@@ -189,9 +263,23 @@ def _analysis_models(args: argparse.Namespace):
     models: dict[str, Any] = {}
     task = None
     if args.checkpoint:
+        first: tuple[str, Any] | None = None
+        loaded = []
         for path in args.checkpoint:
-            task, model, settings, _, _ = load_trained(path, engine=args.engine)
-            models[f"{settings['cell']}-{settings['hidden']}"] = model
+            trained = load_trained(path, engine=args.engine)
+            settings = trained.settings
+            data = (settings["task"], json.dumps(settings.get("task_options", {}), sort_keys=True))
+            if first is None:
+                first, task = (str(path), data), trained.task
+            elif data != first[1]:
+                raise ValueError(f"--checkpoint {path}: trained on {data[0]} {data[1]}, but --checkpoint {first[0]} "
+                                 f"on {first[1][0]} {first[1][1]}; the checkpoints of one analysis share one task's "
+                                 "data")
+            loaded.append((f"{settings['cell']}-{settings['hidden']}", settings["seed"], trained.model))
+        bases = [base for base, _, _ in loaded]
+        for i, (base, seed, model) in enumerate(loaded):    # two seeds of one configuration stay two results
+            name = base if bases.count(base) == 1 else f"{base}-s{seed}"
+            models[name if name not in models else f"{name}-{i + 1}"] = model
         return task, models
     for cell in args.cells.split(","):
         settings = default_settings(args.task, cell=cell, seed=args.seed,
@@ -284,6 +372,8 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
                               address=args.address, workers=args.workers)
     if args.publish and args.quick:
         raise ValueError("--publish: quick runs are not published; drop --quick")
+    if args.publish:
+        check_publish_folder(args.publish)      # before training: a refused destination must not cost the runs
     if args.cell:
         from rnnlab.experiments.with_cells import with_cells
 
@@ -330,22 +420,26 @@ def _sweep(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/sweep-{Path(args.file).stem}")
     if args.publish and args.quick:
         raise ValueError("--publish: quick sweeps are not published; drop --quick")
+    dest = Path(args.publish if args.publish != "-" else f"docs/results/{Path(args.file).stem}") if args.publish \
+        else None
+    if dest is not None:
+        check_publish_folder(dest)      # before training: a refused destination must not cost the sweep
     summary = run_sweep(sweep, out, executor=args.executor, address=args.address, workers=args.workers,
                         force=args.force, early_stop=args.early_stop, replicas=args.replicas,
                         command=getattr(args, "command_line", ""))
     html_path, md_path = write_sweep_report(summary, out)
     print(sweep_summary_text(summary))
     print(f"report: {html_path.resolve()}\n(also {md_path}, trials.csv, best/*.toml)")
-    if args.publish:
-        dest = Path(args.publish if args.publish != "-" else f"docs/results/{Path(args.file).stem}")
+    if dest is not None:
         print(f"published: {write_published_sweep(summary, out, dest)}")
     return 0
 
 
 def _experiment_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default: the study's "
-                        "sequential plan where it has one, choosing seeds as results come in; else 3)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel worker processes (default: CPU cores)")
+    parser.add_argument("--seeds", type=_positive_int, default=None, help="seeds per configuration (default: the "
+                        "study's sequential plan where it has one, choosing seeds as results come in; else 3)")
+    parser.add_argument("--workers", type=_positive_int, default=None,
+                        help="parallel worker processes (default: CPU cores)")
     parser.add_argument("--quick", action="store_true", help="shrink data and epochs to run in seconds (a first try; "
                         "the report says so)")
     parser.add_argument("--force", action="store_true", help="retrain configurations that are already done")
@@ -372,6 +466,10 @@ def _executor_options(parser: argparse.ArgumentParser, what: str) -> None:
                         "finished one is kept here as it arrives")
     parser.add_argument("--address", default=None, help="ray: 'auto' or HOST:PORT of a running cluster (default: "
                         "start a Ray instance on this machine)")
+
+
+def _cell_file_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class", help=f"{what} (repeatable)")
 
 
 def _engine_option(parser: argparse.ArgumentParser) -> None:
@@ -448,7 +546,7 @@ def _bench_cells_command(sub) -> None:
                        help="also write the page (default: docs/results/cells.md)")
     bench.add_argument("--quick", action="store_true", help="one rate, 2 epochs, 1 search seed, 2 final seeds")
     _executor_options(bench, "the runs")
-    bench.add_argument("--workers", type=int, default=None, help="parallel runs (default: the CPU cores)")
+    bench.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: the CPU cores)")
     bench.set_defaults(run=_bench_cells)
 
 
@@ -476,9 +574,12 @@ def _bench_cells(args: argparse.Namespace) -> int:
     page = markdown(bench_cells_page(results))
     Path(args.out, "cells.md").write_text(page)
     if args.publish:
-        Path(args.publish).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.publish).write_text(page)
-        shutil.copyfile(Path(args.out, "results.json"), Path(args.publish).with_suffix(".json"))
+        from rnnlab.files import publish_files
+
+        target = Path(args.publish)
+        publish_files(target.parent, {target.name: page.encode(),
+                                      target.with_suffix(".json").name: Path(args.out, "results.json").read_bytes()},
+                      "bench-cells")
     print(page)
     return 0
 
@@ -494,7 +595,10 @@ def _train_command(sub) -> None:
     _add_settings(train)
     train.add_argument("--out", metavar="DIR",
                        help="output directory (default: runs/TASK-CELL-hHIDDEN-sSEED)")
-    train.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.npz (default: off)")
+    train.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.npz, with its stored "
+                       "settings (settings given must agree with them; --epochs may grow) (default: off)")
+    train.add_argument("--overwrite", action="store_true", help="replace the run DIR holds (default: off: a folder "
+                       "holding a run is refused)")
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress bar (default: off)")
     train.set_defaults(run=_train)
 
@@ -506,6 +610,7 @@ def _evaluate_command(sub) -> None:
     ev.add_argument("--checkpoint", required=True, metavar="FILE", help="checkpoint.npz written by rnnlab train")
     ev.add_argument("--split", choices=("train", "dev", "test", "all"), default="all", help="which split")
     ev.add_argument("--last", action="store_true", help="use the last epoch's parameters, not the best-dev ones")
+    _cell_file_option(ev, "the cell file the checkpoint was trained with, which rnnlab imports only when named here")
     _engine_option(ev)
     ev.set_defaults(run=_evaluate)
 
@@ -585,11 +690,13 @@ def _sweep_command(sub) -> None:
     sw.add_argument("file", metavar="FILE.toml", help="the sweep file")
     sw.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/sweep-FILE)")
     _executor_options(sw, "the trials")
-    sw.add_argument("--workers", type=int, default=None, help="parallel trials (default: the CPU cores; ray: the "
+    sw.add_argument("--workers", type=_positive_int, default=None, help="parallel trials (default: the CPU cores; ray: "
+                    "the "
                     "local instance's CPUs)")
     sw.add_argument("--quick", action="store_true", help="at most 2 epochs, 2 samples and 1 seed: checks the file "
                     "and the pipeline in seconds")
     sw.add_argument("--force", action="store_true", help="retrain trials that are already stored")
+    _cell_file_option(sw, "a cell file the sweep file names, which rnnlab imports only when named here")
     sw.add_argument("--publish", nargs="?", const="-", default=None, metavar="DIR",
                     help="also copy the report, its plots and trials.csv to DIR (default: docs/results/FILE), with a "
                     "line saying when, with which version and how long it took")
@@ -601,11 +708,14 @@ def _sweep_command(sub) -> None:
 
 
 def _load_named_cells(argv: list[str]) -> None:
-    """Import the cells named by file (``--cell path.py:Class``) before the parser is built, so that
-    their options are flags; an error here names the file and is reported by the command."""
+    """Name and import the cells named by file on this command line (``--cell path.py:Class``, and
+    ``check-cell``'s arguments) before the parser is built, so that their options are flags. These are
+    the only files rnnlab may import (``registry.name_cell_file``); an error here names the file and is
+    reported by the command."""
+    check_cell = argv[:1] == ["check-cell"]
     for i, arg in enumerate(argv):
         value = arg.split("=", 1)[1] if arg.startswith("--cell=") else argv[i + 1] if arg == "--cell" and \
-            i + 1 < len(argv) else None
+            i + 1 < len(argv) else arg if check_cell and i > 0 else None
         if value is not None and is_cell_file(value):
             try:
                 load_cell_file(value)
@@ -623,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except (ValueError, FileNotFoundError) as err:  # DataError and DataMissing among them
         parser.exit(2, f"rnnlab {args.command}: error: {err}\n")
+    except StudyRunFailed as err:
+        parser.exit(1, f"rnnlab {args.command}: a run failed: {err}\n")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import detectable_difference, expected_max
+from rnnlab.files import inside, staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import (
     ON_PAGES,
@@ -412,14 +413,22 @@ def republish_sweep_comparisons(report: str | Path) -> Path:
 
 def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
     """``dest/report.md`` with its plots and trials.csv, kept with the repository: the sweep's report
-    under a line saying how it was made (command, date, version, cores, wall and training time)."""
-    out_dir, dest = Path(out_dir), Path(dest)
-    if dest.exists():
-        shutil.rmtree(dest)
-    (dest / "figures").mkdir(parents=True)
+    under a line saying how it was made (command, date, version, cores, wall and training time).
+    Published through a staging copy (``files.staged_publish``): only files this sweep published
+    before are replaced or removed."""
+    dest = Path(dest)
+    with staged_publish(dest, f"sweep {Path(summary['source']).name}") as stage:
+        _write_published_sweep(summary, Path(out_dir), stage, dest)
+    return dest / "report.md"
+
+
+def _write_published_sweep(summary: dict[str, Any], out_dir: Path, stage: Path, dest: Path) -> None:
+    if (stage / "figures").exists():
+        shutil.rmtree(stage / "figures")     # the staging copy's: what the sweep plots now replaces them
+    (stage / "figures").mkdir(parents=True)
     for figure in (out_dir / "figures").glob("*.png"):
-        shutil.copyfile(figure, dest / "figures" / figure.name)
-    shutil.copyfile(out_dir / "trials.csv", dest / "trials.csv")
+        shutil.copyfile(figure, stage / "figures" / figure.name)
+    shutil.copyfile(out_dir / "trials.csv", stage / "trials.csv")
     calls = [c for c in summary.get("calls", []) if c["trained_now"]]
     source = Path(summary["source"])
     link = os.path.relpath(source.resolve(), dest.resolve()) if source.is_file() else str(source)
@@ -432,9 +441,7 @@ def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: st
             f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")
     page = sweep_page(summary, sweep_figures(summary, out_dir))
     page.blocks.insert(0, Paragraph(head))
-    path = dest / "report.md"
-    path.write_text(markdown(page))
-    return path
+    (stage / "report.md").write_text(markdown(page))
 
 
 # -- published results (docs/results/NAME.md) -----------------------------------------------------
@@ -783,8 +790,15 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
     side: the verdicts first, then what was measured, with the date, seeds, time and version. A
     variant whose results are not stored here but is on the published page keeps its column as
-    published (its sections and files), so that rerunning one variant does not need the other."""
-    out_root, dest = Path(out_root), Path(dest)
+    published (its sections and files), so that rerunning one variant does not need the other.
+    Published through a staging copy (``files.staged_publish``): only files this study published
+    before are replaced or removed."""
+    with staged_publish(dest, f"study {name}") as stage:
+        _write_published(Path(out_root), name, stage)
+    return Path(dest) / f"{name}.md"
+
+
+def _write_published(out_root: Path, name: str, dest: Path) -> Path:
     variants: dict[str, Variant] = {}
     folders: dict[str, Path] = {}
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
@@ -844,7 +858,7 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
             figures += variant.kept.figures
             continue
         for f in variant.results.figures:
-            source = folders[label] / f["path"]
+            source = inside(folders[label], f["path"], f"{folders[label] / 'results.json'}: figure")
             target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
             twin = figures_dir / target.name.removeprefix("tuned-")
             if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():

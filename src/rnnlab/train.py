@@ -22,9 +22,7 @@ import csv
 import dataclasses
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -36,6 +34,7 @@ import numpy as np
 
 from rnnlab.common import RowGradient
 from rnnlab.engines.threads import blas_threads, choose_threads
+from rnnlab.files import atomic_write
 from rnnlab.models import RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
@@ -151,27 +150,6 @@ def run_result(config: TrainConfig, run_info: dict | None, num_params: int, prog
 # -- checkpoints --------------------------------------------------------------------------------
 
 
-def atomic_write(path: Path, write) -> None:
-    """Write through ``write(file)`` to a temp file beside ``path``, fsync, then rename over it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def save_checkpoint(path: Path, model: RecurrentModel, optimizer, meta: dict, best: dict | None) -> None:
     """Parameters, optimizer state (None: a finished run's parameters only) and best-dev snapshot."""
     arrays = {f"param/{k}": v for k, v in model.params.items()}
@@ -195,7 +173,12 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError(f"checkpoint {path}: not a readable rnnlab checkpoint ({err})") from err
     if "meta" not in arrays:
         raise ValueError(f"checkpoint {path}: missing 'meta' entry; not an rnnlab checkpoint")
-    meta = json.loads(str(arrays.pop("meta")))
+    try:
+        meta = json.loads(str(arrays.pop("meta")))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"checkpoint {path}: its 'meta' entry is not JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"checkpoint {path}: its 'meta' entry is not a JSON object")
     return arrays, meta
 
 
@@ -359,10 +342,14 @@ def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: 
         raise FileNotFoundError(f"--resume: no checkpoint at {out / CHECKPOINT if out else '(no --out)'}")
     arrays, meta = load_checkpoint(out / CHECKPOINT)
     load_params(model, arrays, "param", str(out / CHECKPOINT))
-    optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
-    schedule.load_state_dict(meta["schedule"])
-    rng.bit_generator.state = meta["rng"]
-    progress = Progress(**meta["progress"])
+    try:
+        optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
+        schedule.load_state_dict(meta["schedule"])
+        rng.bit_generator.state = meta["rng"]
+        progress = Progress(**meta["progress"])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"checkpoint {out / CHECKPOINT}: cannot resume from it, its training state is damaged "
+                         f"({type(err).__name__}: {err})") from None
     best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")} or None
     write_metrics(out / "metrics.csv", progress.history)
     return progress, best

@@ -264,6 +264,9 @@ class Cell:
             return "numpy", f"auto: numpy ({cell} has no fused kernels and JAX is not installed)"
         if engine not in ENGINES:
             raise ValueError(f"engine: unknown engine {engine!r}; expected one of {('auto',) + tuple(ENGINES)}")
+        if engine == "jax" and importlib.util.find_spec("jax") is None:
+            raise ValueError("engine jax: needs JAX, which is not installed; pip install 'rnnlab[jax]', or choose "
+                             "--engine numpy (the reference) or auto")
         if engine == "numba" and not self.has_kernels():
             raise ValueError(f"engine: {cell} has no fused Numba kernels in this configuration; use engine='auto', "
                              "'jax' or 'numpy'")
@@ -341,7 +344,34 @@ class Cell:
         T, B = x.shape[:2]
         state = self._initial_state(h0, B)
         m = check_mask(mask, T, B, self.dtype)
+        if not getattr(self, "_step_checked", False):
+            self._check_step(x, state)
         return ENGINES[self.engine]().forward(self, x, state, m)
+
+    def _check_step(self, x: Array, state: State) -> None:
+        """Run ``step`` and ``step_backward`` once, in NumPy, on the first step of the first input this
+        cell sees, and check the shapes they return against the declared ones: a cell (a user's above
+        all) that returns the wrong shape is named with its step and the shapes, instead of failing later
+        inside a loop or a compiled scan."""
+        B, H = x.shape[1], self.hidden_size
+        p = self.params
+        xw = (p["W_x"][x[0]] if x.ndim == 2 else x[0] @ p["W_x"]) + (p["b"] if "b" in p else 0)
+        who = f"cell {getattr(type(self), 'name', '') or type(self).__name__}"
+
+        def check(what: str, parts: tuple, count: int, shape: tuple) -> None:
+            got = [np.shape(a) for a in parts]
+            if len(parts) != count or any(g != shape for g in got):
+                raise ValueError(f"{who}: {what} has shape(s) {got}; expected {count} array(s) of shape {shape} "
+                                 f"(B = {B}, hidden = {H})")
+
+        new, cache = self.step(p, xw, state)
+        new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
+        check("step's returned state", new, self.state_size, (B, H))
+        dprev, dxw, _ = self.step_backward(p, tuple(np.ones_like(s) for s in new), cache, state)
+        dprev = tuple(dprev) if isinstance(dprev, (tuple, list)) else (dprev,)
+        check("step_backward's state gradient", dprev, self.state_size, (B, H))
+        check("step_backward's input gradient dxw", (dxw,), 1, xw.shape)
+        self._step_checked = True
 
     def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None,
                  need_dx: bool = True):

@@ -2,9 +2,16 @@
 
 A cell class joins with ``@register_cell("mgu")``; an installed package can register its cells
 under the entry-point group ``rnnlab.cells`` (``mgu = "mypackage.cells:MGU"``); and a cell in a
-file anyone can pass where a cell name goes, as ``path/to/file.py:ClassName`` (the command line's
-``--cell``, a TOML file, a sweep): the file is imported once per process and the class registered
-under that spec, so the settings a run stores name it and a worker process finds it again.
+file goes where a cell name goes, as ``path/to/file.py:ClassName``: the file is imported once per
+process and the class registered under that spec, so the settings a run stores name it and a worker
+process finds it again.
+
+A file is imported only once the person running rnnlab has named it: on the command line (``--cell
+FILE:Class``, ``check-cell FILE:Class``) or by calling ``load_cell_file`` themselves. Settings read
+from data (a checkpoint, a stored study, a TOML file) may name a cell file, but naming it there
+imports nothing: ``cell_class`` then raises ``CellFileNotNamed``, which says which flag to pass. The
+sha256 of each named file is taken when it is named; a run stores it, and a file that changed since
+is refused with both hashes.
 """
 
 from __future__ import annotations
@@ -49,16 +56,82 @@ def is_cell_file(spec: str) -> bool:
     return isinstance(spec, str) and ":" in spec and spec.rsplit(":", 1)[0].endswith(".py")
 
 
+class CellFileNotNamed(ValueError):
+    """Settings read from data name a cell file that the command line did not name."""
+
+
+_NAMED: dict[str, str] = {}     # resolved path of each cell file named in this process → its sha256 then
+
+
+def _cell_file(spec: str) -> Path:
+    path = Path(spec.rsplit(":", 1)[0])
+    if not path.is_file():
+        raise ValueError(f"cell {spec!r}: no such file {path}")
+    return path
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def name_cell_file(spec: str) -> str:
+    """Record that the person running rnnlab named the cell file of ``path.py:Class`` (the command
+    line's ``--cell``), which lets it be imported in this process and in its workers; returns its sha256."""
+    path = _cell_file(spec)
+    digest = _sha256(path)
+    _NAMED[str(path.resolve())] = digest
+    return digest
+
+
+def named_cell_files() -> dict[str, str]:
+    """The cell files named in this process (path → sha256), for worker processes to adopt."""
+    return dict(_NAMED)
+
+
+def adopt_named_cell_files(named: dict[str, str]) -> None:
+    """In a worker process: the cell files its driver's command line named (``named_cell_files``)."""
+    _NAMED.update(named)
+
+
+def cell_file_sha256(spec: Any) -> str | None:
+    """The sha256 of a named cell file as it was named (None for a registered cell)."""
+    if not is_cell_file(spec):
+        return None
+    return _NAMED.get(str(Path(spec.rsplit(":", 1)[0]).resolve()))
+
+
 def load_cell_file(spec: str) -> type[Cell]:
     """The class ``Class`` of ``path.py:Class``, imported from the file (once per process) and
-    registered under ``spec``. The file is Python the user wrote and asked to run, as with any
-    import; errors name the file and the class."""
+    registered under ``spec``. Calling it names the file (``name_cell_file``): it is Python the
+    caller asked to run, as with any import; errors name the file and the class."""
+    name_cell_file(spec)
+    return _import_cell_file(spec)
+
+
+_IMPORTED: dict[str, str] = {}      # resolved path → the sha256 of the code imported from it in this process
+
+
+def _import_cell_file(spec: str) -> type[Cell]:
+    """``load_cell_file`` for a file named before, and only then."""
+    path_text, class_name = spec.rsplit(":", 1)
+    path = _cell_file(spec)
+    named = _NAMED.get(str(path.resolve()))
+    imported = _IMPORTED.get(str(path.resolve()))
+    if spec in CELLS and imported is None:      # registered under this spec by hand, not imported from the file
+        return CELLS[spec]
+    if named is None:
+        raise CellFileNotNamed(f"names the cell file {path_text}, which this command line does not name; "
+                               f"rnnlab imports a Python file only when the command line names it: pass --cell "
+                               f"{spec} to run it")
+    if imported is not None and imported != named:
+        raise ValueError(f"cell {spec!r}: {path_text} changed since this process imported it (sha256 {imported} "
+                         f"then, {named} now); run the command again")
     if spec in CELLS:
         return CELLS[spec]
-    path_text, class_name = spec.rsplit(":", 1)
-    path = Path(path_text)
-    if not path.is_file():
-        raise ValueError(f"cell {spec!r}: no such file {path_text}")
+    source = path.read_bytes()
+    if hashlib.sha256(source).hexdigest() != named:
+        raise ValueError(f"cell {spec!r}: {path_text} changed since it was named (sha256 {named} then, "
+                         f"{hashlib.sha256(source).hexdigest()} now)")
     module_name = "rnnlab_user_cell_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     module = sys.modules.get(module_name)
     if module is None:
@@ -66,10 +139,11 @@ def load_cell_file(spec: str) -> type[Cell]:
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module       # dataclasses and pickling look modules up by name
         try:
-            loader_spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec"), vars(module))   # the bytes whose hash was checked
         except Exception as err:
             del sys.modules[module_name]
             raise ValueError(f"cell {spec!r}: importing {path_text} failed: {type(err).__name__}: {err}") from err
+        _IMPORTED[str(path.resolve())] = named
     cls = getattr(module, class_name, None)
     if cls is None:
         found = sorted(n for n, v in vars(module).items()
@@ -96,7 +170,7 @@ def cell_class(name: str) -> type[Cell]:
     if name in CELLS:
         return CELLS[name]
     if is_cell_file(name):
-        return load_cell_file(name)
+        return _import_cell_file(name)
     _load_entry_points()
     if name not in CELLS:
         raise ValueError(f"cell: unknown cell {name!r}; expected one of {tuple(sorted(CELLS))} or "

@@ -10,9 +10,12 @@ unpacked by its processors); nothing downloaded is ever part of the repository.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,11 +157,69 @@ def find_file(dataset_name: str, file_name: str) -> Path | None:
 
 
 def require_file(dataset_name: str, file_name: str) -> Path:
-    """The path of a dataset file, or a DataMissing error that says how to get it."""
+    """The path of a dataset file, verified against its pinned sha256 (``verified``), or a DataMissing
+    error that says how to get it."""
     path = find_file(dataset_name, file_name)
     if path is None:
         raise DataMissing(missing_message(get_dataset(dataset_name), file_name))
+    return verified(dataset_name, file_name, path)
+
+
+_READING: list[dict[str, str]] = []     # open ``reading()`` blocks: each collects the files verified in it
+
+
+@contextmanager
+def reading() -> Iterator[dict[str, str]]:
+    """Collect the data files verified inside the block (file name → sha256), for a run to record."""
+    read: dict[str, str] = {}
+    _READING.append(read)
+    try:
+        yield read
+    finally:
+        _READING.remove(read)
+
+
+def verified(dataset_name: str, file_name: str, path: Path) -> Path:
+    """``path`` once its sha256 matches the pinned one; a mismatch raises DataError naming the file and
+    both hashes (a damaged or substituted file is never trained on). A file's verification is cached
+    by its size and modification time (``VERIFIED_CACHE`` in the cache folder), so that it costs one
+    read of the file once, not one per run."""
+    pinned = get_dataset(dataset_name).file(file_name).sha256
+    digest = _cached_sha256(path)
+    if pinned is not None and digest != pinned:
+        raise DataError(f"{path}: sha256 {digest} does not match the pinned {pinned} of {dataset_name}/{file_name}; "
+                        f"move the file away and run `rnnlab data fetch {dataset_name}` (or `rnnlab data verify`)")
+    for read in _READING:
+        read[path.name] = digest
     return path
+
+
+VERIFIED_CACHE = "verified.json"
+
+
+def _cached_sha256(path: Path) -> str:
+    stat = path.stat()
+    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    cache_file = cache_dir() / VERIFIED_CACHE
+    try:
+        cache = json.loads(cache_file.read_text())
+        if not isinstance(cache, dict):
+            cache = {}
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key)
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+        return entry["sha256"]
+    digest = sha256_of(path)
+    cache[key] = {"stamp": stamp, "sha256": digest}
+    try:            # a cache that cannot be written only costs the next run a read of the file
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return digest
 
 
 def missing_message(dataset: Dataset, file_name: str, download_failed: bool = False) -> str:
@@ -211,7 +272,11 @@ def fetch(dataset_name: str, timeout: float = 60.0, force: bool = False) -> list
     for f in dataset.files:
         present = find_file(dataset_name, f.name)
         if present is not None and not force:
-            lines.append(f"{f.name}: present at {present}")
+            if f.sha256 is not None and _cached_sha256(present) != f.sha256:
+                raise DataError(f"{present}: present but its sha256 {_cached_sha256(present)} does not match the "
+                                f"pinned {f.sha256}; move it away and fetch again (rnnlab never deletes a file it did "
+                                "not download)")
+            lines.append(f"{f.name}: present at {present}" + (" (verified)" if f.sha256 else ""))
             continue
         if force and (target_dir / f.name).is_file():
             (target_dir / f.name).unlink()

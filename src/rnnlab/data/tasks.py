@@ -17,7 +17,7 @@ import numpy as np
 from rnnlab.data import reber, synthetic, text
 from rnnlab.data.containers import Batch, SequenceData, StreamData
 from rnnlab.data.polyphonic import load_polyphonic
-from rnnlab.data.registry import DataError, find_file, require_file
+from rnnlab.data.registry import DataError, find_file, reading, require_file, verified
 from rnnlab.models import RecurrentModel
 
 
@@ -172,6 +172,7 @@ def _nlu_splits(n_train: int | None, seed: int) -> tuple[dict[str, list], dict[s
     sentences, info = {}, {}
     for split in ("train", "dev", "test"):
         path = find_file("nlu", f"wiki-{split}.txt")
+        path = path if path is None else verified("nlu", f"wiki-{split}.txt", path)
         if path is not None:
             sentences[split] = text.load_nlu_sentences(path)
     if "dev" not in sentences or ("test" not in sentences and "train" not in sentences):
@@ -328,10 +329,17 @@ TASKS: dict[str, Callable[..., Task]] = {
 def get_task(name: str, **options: Any) -> Task:
     if name not in TASKS:
         raise ValueError(f"task: unknown task {name!r}; expected one of {tuple(TASKS)}")
+    negative = [k for k, v in options.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0]
+    if negative:        # every size, count and length of a task is >= 0
+        raise ValueError(f"task {name}: option {negative[0]} = {options[negative[0]]}: expected a value >= 0")
     try:
-        return TASKS[name](**options)
+        with reading() as read:
+            task = TASKS[name](**options)
     except TypeError as err:
         raise ValueError(f"task {name}: bad option ({err})") from None
+    if read:        # what a run on real data stores: the sha256 of each file it read
+        task.info["data_sha256"] = dict(sorted(read.items()))
+    return task
 
 
 __all__ = ["Task", "build_model", "get_task", "TASKS", "DataError"]

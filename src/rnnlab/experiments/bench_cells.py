@@ -35,7 +35,7 @@ from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
 from rnnlab.experiments.executors import JobStore
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.settings import default_settings, final_metrics
+from rnnlab.experiments.settings import check_cell_unchanged, complete_settings, default_settings, final_metrics
 from rnnlab.experiments.statistics import (
     ALPHA,
     clip_to_range,
@@ -44,6 +44,7 @@ from rnnlab.experiments.statistics import (
     mean_std_interval,
     prob_superiority,
 )
+from rnnlab.files import hold, set_aside
 from rnnlab.metrics import metric as metric_info
 
 
@@ -143,7 +144,19 @@ def _job_id(task: BenchTask, cell: BenchCell, lr: float, seed: int) -> str:
 
 
 def _run(jobs: list[tuple[str, dict, Path]], store: JobStore, run, progress: bool) -> int:
-    """Train the jobs not stored yet; returns how many trained."""
+    """Train the jobs not stored yet; returns how many trained. A stored run of other settings is set
+    aside (never deleted); one whose cell file changed since it ran is refused, naming both hashes."""
+    for key, settings, folder in jobs:
+        record = (store.done(key) or {}).get("run")
+        if not isinstance(record, dict):
+            continue
+        if complete_settings(record.get("settings", {})) != json.loads(json.dumps(settings)):
+            set_aside(folder, "settings-changed", store.root.parent)
+        else:
+            try:
+                check_cell_unchanged(record, str(folder))
+            except ValueError as err:
+                raise ValueError(f"{err}; move {store.root} away to train the benchmark anew") from None
     todo = [job for job in jobs if store.done(job[0]) is None]
     for i, (key, outcome) in enumerate(run(todo), 1):
         if "files" in outcome:
@@ -166,8 +179,13 @@ def run_bench(cells: list[BenchCell], tasks: list[BenchTask], out: str | Path, e
               address: str | None = None, workers: int | None = None, quick: bool = False,
               progress: bool = True) -> dict[str, Any]:
     """Search, then final runs, for every (task, cell); returns the results (also written to
-    OUT/results.json and OUT/runs.csv)."""
-    out = Path(out)
+    OUT/results.json and OUT/runs.csv). One command at a time holds OUT."""
+    with hold(out):
+        return _run_bench_held(cells, tasks, Path(out), executor, address, workers, quick, progress)
+
+
+def _run_bench_held(cells: list[BenchCell], tasks: list[BenchTask], out: Path, executor: str, address: str | None,
+                    workers: int | None, quick: bool, progress: bool) -> dict[str, Any]:
     store = JobStore(out / "jobs")
     run = make_executor(executor, address, workers)
     rates, search_seeds, final_seeds = ((LEARNING_RATES[1],), SEARCH_SEEDS[:1], FINAL_SEEDS[:2]) if quick else \

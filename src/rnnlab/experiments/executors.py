@@ -25,9 +25,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
 from rnnlab.engines.threads import blas_threads, cpu_cores
-from rnnlab.experiments.settings import SPLITS, build, final_metrics, jsonable, train_config
-from rnnlab.train import CHECKPOINT, atomic_write
+from rnnlab.experiments.settings import SPLITS, build, final_metrics, run_record, train_config
+from rnnlab.files import atomic_write, read_json, read_json_lines
+from rnnlab.train import CHECKPOINT
 
 THREAD_ENV = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 EXECUTORS = ("local", "ray")
@@ -66,6 +68,10 @@ def ray_session(ray, address: str | None, workers: int | None):
             ray.shutdown()
 
 
+class StudyRunFailed(RuntimeError):
+    """A run of a study diverged or failed; the study stops, naming it and its folder."""
+
+
 # A job is (key, settings, job_dir): its key for the caller, the complete settings of one training
 # run, and the folder that keeps its result, metrics and parameters (a study's run; None for a sweep's
 # trial, whose outcome alone is stored by the driver). Every executor runs a list of jobs and yields
@@ -100,7 +106,7 @@ class JobStore:
     def done(self, job_id: str) -> dict[str, Any] | None:
         """The job's marker (its result or record) when it is done, else None."""
         path = self.folder(job_id) / self.marker
-        return json.loads(path.read_text()) if path.is_file() else None
+        return read_json(path) if path.is_file() else None
 
     def forget(self, job_id: str) -> None:
         (self.folder(job_id) / self.marker).unlink(missing_ok=True)
@@ -146,7 +152,7 @@ def run_job(settings: dict[str, Any], job_dir: str | Path | None = None, ship: b
             result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
                          train_config(settings, progress=False), folder,
                          resume=folder is not None and (folder / CHECKPOINT).is_file(),
-                         run_info={"settings": settings, "task_info": jsonable(task.info)},
+                         run_info=run_record(settings, task),
                          task_metrics=task.task_metrics, on_epoch=on_epoch)
         except TrainingDiverged as err:
             return _outcome("diverged", started, str(err))
@@ -162,7 +168,7 @@ def _store_replica(folder: Path, settings: dict[str, Any], task: Any, model: Any
     """A replica's run kept like ``fit`` keeps one: metrics.csv, the trained parameters, result.json."""
     from rnnlab.train import save_checkpoint, write_metrics
 
-    result["run"] = {"settings": settings, "task_info": jsonable(task.info)}
+    result["run"] = run_record(settings, task)
     write_metrics(folder / "metrics.csv", result["history"])
     save_checkpoint(folder / CHECKPOINT, model, None, {"format": 1, "config": result["config"], "run": result["run"]},
                     None)
@@ -221,7 +227,22 @@ def replica_groups(jobs: list[Job]) -> list[list[Job]]:
     return list(groups.values())
 
 
-def _run_unit(unit: list[Job], replicas: bool, ship: bool = False) -> list[dict[str, Any]]:
+def _start_worker(named: dict[str, str], parent: int) -> None:
+    """A pool worker: it may import the cell files its driver's command line named, and it exits when
+    its driver dies (a ``kill -9`` of the driver would otherwise leave it training, orphaned)."""
+    adopt_named_cell_files(named)
+
+    def exit_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
+
+
+def _run_unit(unit: list[Job], replicas: bool, ship: bool = False,
+              named: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    adopt_named_cell_files(named or {})
     settings, dirs = [s for _, s, _ in unit], [d for _, _, d in unit]
     if replicas:
         return run_replica_group(settings, dirs, ship)
@@ -248,7 +269,9 @@ def run_local(jobs: list[Job], workers: int, replicas: bool = False) -> Iterator
             yield from zip([k for k, _, _ in unit], _pinned_unit(unit, replicas))
         return
     with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, len(units)),
-                                                   mp_context=multiprocessing.get_context("spawn")) as pool:
+                                                   mp_context=multiprocessing.get_context("spawn"),
+                                                   initializer=_start_worker,
+                                                   initargs=(named_cell_files(), os.getpid())) as pool:
         pending = {pool.submit(_run_unit, unit, replicas): [k for k, _, _ in unit] for unit in units}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -270,7 +293,9 @@ def run_ray(jobs: list[Job], address: str | None, workers: int | None,
         return
     with ray_session(ray, address, workers):
         remote = ray.remote(num_cpus=1, max_retries=5)(_run_unit)
-        pending = {remote.remote(unit, replicas, True): [k for k, _, _ in unit] for unit in _units(jobs, replicas)}
+        named = named_cell_files()
+        pending = {remote.remote(unit, replicas, True, named): [k for k, _, _ in unit]
+                   for unit in _units(jobs, replicas)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -285,6 +310,7 @@ def _asha_trainable(config: dict[str, Any]) -> None:
     def report(row: dict[str, Any]) -> None:
         tune.report({k: v for k, v in row.items() if isinstance(v, (int, float))})
 
+    adopt_named_cell_files(config["named"])
     outcome = run_job(config["settings"], on_epoch=report)
     metric, worst = config["metric"], math.inf if config["mode"] == "min" else -math.inf
     final = outcome["metrics"].get(metric, worst)
@@ -324,6 +350,7 @@ def run_ray_asha(jobs: list[Job], address: str | None, workers: int | None, metr
                 tuner = tune.Tuner(
                     tune.with_resources(_asha_trainable, {"cpu": 1}),
                     param_space={"key": tune.grid_search([key for key, _, _ in jobs]), "metric": metric, "mode": mode,
+                                 "named": named_cell_files(),
                                  "settings": tune.sample_from(lambda spec: settings_of[spec.config["key"]])},
                     tune_config=tune.TuneConfig(scheduler=ASHAScheduler(
                         time_attr="epoch", metric=metric, mode=mode, max_t=epochs + 1, grace_period=1)),
@@ -385,11 +412,21 @@ def progress_bar(total: int, enabled: bool):
 def log_call(folder: str | Path, call: dict[str, Any]) -> list[dict[str, Any]]:
     """Append one call to ``folder/calls.jsonl`` and return every call logged there, so that the
     wall time of a sweep or a study run over several sessions adds up."""
-    with open(Path(folder) / "calls.jsonl", "a") as log:
-        log.write(json.dumps(call) + "\n")
+    path = Path(folder) / "calls.jsonl"
+    with open(path, "a+b") as log:
+        log.seek(0, os.SEEK_END)
+        if log.tell():          # a cut-off last line must not swallow this one
+            log.seek(-1, os.SEEK_END)
+            if log.read(1) != b"\n":
+                log.write(b"\n")
+        log.write((json.dumps(call) + "\n").encode())
     return read_calls(folder)
 
 
 def read_calls(folder: str | Path) -> list[dict[str, Any]]:
-    path = Path(folder) / "calls.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    """The calls logged in ``folder/calls.jsonl``; a damaged line is reported (naming the file and line)
+    and skipped, so that it does not block every later report."""
+    calls, bad = read_json_lines(Path(folder) / "calls.jsonl")
+    for message in bad:
+        print(f"rnnlab: {message}", file=sys.stderr)
+    return calls

@@ -124,23 +124,37 @@ class StudyResults:
     @classmethod
     def from_json(cls, text: str, where: str | Path = "results.json") -> StudyResults:
         """Read results.json; one written by another schema is refused, naming the file and the fix."""
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not readable as JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a JSON object of study results")
         schema = data.get("schema", 1)
         if schema != SCHEMA_VERSION:
+            name = str(data.get("experiment", "NAME"))
+            again = f"rnnlab reproduce {name.removesuffix('-tuned')}" + (" --tune" if name.endswith("-tuned") else "")
             raise ValueError(f"{where}: results of schema {schema}, this rnnlab reads schema {SCHEMA_VERSION}; rerun "
-                             f"`rnnlab reproduce {data.get('experiment', 'NAME')}` (add --tune for a tuned study): "
-                             "its finished runs are kept and only the results are rewritten")
+                             f"`{again}`: its finished runs are kept and only the results are rewritten")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-        data["runs"] = [Run(**run) for run in data["runs"]]
-        data["verdicts"] = [Verdict.from_dict(row) for row in data["verdicts"]]
-        return cls(**data)
+        try:
+            data["runs"] = [Run(**run) for run in data["runs"]]
+            data["verdicts"] = [Verdict.from_dict(row) for row in data["verdicts"]]
+            return cls(**data)
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{where}: not study results of schema {SCHEMA_VERSION} ({type(err).__name__}: {err})") \
+                from None
 
     @classmethod
     def load(cls, path: str | Path) -> StudyResults:
-        return cls.from_json(Path(path).read_text(), path)
+        try:
+            text = Path(path).read_text()
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not readable as JSON ({err})") from None
+        return cls.from_json(text, path)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import math
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -25,11 +24,12 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
-from rnnlab.experiments.executors import JobStore, log_call
+from rnnlab.experiments.executors import JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults, Verdict
 from rnnlab.experiments.settings import (
+    check_cell_unchanged,
     complete_settings,
     default_settings,
     load_trained,
@@ -37,6 +37,7 @@ from rnnlab.experiments.settings import (
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
+from rnnlab.files import SET_ASIDE, hold, read_json, set_aside
 from rnnlab.train import CHECKPOINT, load_checkpoint
 from rnnlab.version import __version__
 
@@ -146,15 +147,25 @@ def _progress(done: int, total: int, name: str, text: str) -> None:
     print(f"[{done}/{total}] {name}: {text}", file=sys.stderr, flush=True)
 
 
-def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
-    """The settings a job folder was trained with (its result, else the checkpoint of an interrupted
-    run), or None when nothing is stored there."""
+def _stored_record(job_dir: Path) -> dict[str, Any] | None:
+    """What a job folder says it trained (``settings.run_record``: its settings, the cell file's hash):
+    its result's, else the checkpoint's of an interrupted run; None when nothing is stored there. A
+    damaged file raises ValueError naming it."""
     if (job_dir / "result.json").is_file():
-        return complete_settings(json.loads((job_dir / "result.json").read_text())["run"]["settings"])
-    if (job_dir / CHECKPOINT).is_file():
-        stored = load_checkpoint(job_dir / CHECKPOINT)[1].get("run", {}).get("settings")
-        return None if stored is None else complete_settings(stored)
-    return None
+        where, record = job_dir / "result.json", read_json(job_dir / "result.json").get("run")
+    elif (job_dir / CHECKPOINT).is_file():
+        where, record = job_dir / CHECKPOINT, load_checkpoint(job_dir / CHECKPOINT)[1].get("run")
+    else:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+        raise ValueError(f"{where}: records no run settings")
+    return record
+
+
+def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
+    """The settings a job folder was trained with, or None when nothing is stored there."""
+    record = _stored_record(job_dir)
+    return None if record is None else complete_settings(record["settings"])
 
 
 def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, store: JobStore, progress: bool) -> None:
@@ -166,7 +177,7 @@ def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, store: Jo
         if "files" in outcome:
             store.keep(Path(dirs[name]).name, outcome["files"])
         if outcome["status"] != "ok":
-            raise RuntimeError(f"{name}: {outcome['status']}: {outcome['error']} (folder {dirs[name]})")
+            raise StudyRunFailed(f"{name}: {outcome['status']}: {outcome['error']} (folder {dirs[name]})")
         if progress:
             together = f" ({outcome['replicas']} together)" if outcome.get("replicas", 1) > 1 else ""
             _progress(i, len(jobs), name, f"trained in {outcome['seconds']:.1f} s{together}")
@@ -201,12 +212,18 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     the runs train, "local" (a process pool of ``workers``) or "ray" (the cluster at ``address``, or a
     local Ray instance); each finished run is kept as it arrives, so a rerun trains only what is missing."""
     exp_dir = Path(out_root) / exp.name
-    exp_dir.mkdir(parents=True, exist_ok=True)
+    with hold(exp_dir, command):     # one command at a time trains a study's folder
+        return _run_held(exp, exp_dir, seeds, workers, quick, force, progress, replicas, engine, command, executor,
+                         address)
+
+
+def _run_held(exp: Experiment, exp_dir: Path, seeds: int | None, workers: int | None, quick: bool, force: bool,
+              progress: bool, replicas: bool, engine: str | None, command: str, executor: str,
+              address: str | None) -> StudyResults:
     specs = exp.specs(quick)
     if engine is not None:
-        specs = [dataclasses.replace(s, settings={**s.settings, "engine": resolve_engine({**s.settings,
-                                                                                          "engine": engine})[0]})
-                 for s in specs]
+        specs = [dataclasses.replace(s, settings={**s.settings, "engine": resolve_engine(
+            default_settings(s.task, **{**s.settings, "engine": engine}))[0]}) for s in specs]
     keys = [s.key for s in specs]
     if len(set(keys)) != len(keys):
         raise ValueError(f"experiment {exp.name}: configuration keys must be unique, got {keys}")
@@ -218,7 +235,9 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     run = make_executor(executor, address, workers, replicas=replicas)
     started = time.perf_counter()
     if force and (exp_dir / "jobs").exists():
-        shutil.rmtree(exp_dir / "jobs")
+        kept = set_aside(exp_dir / "jobs", "replaced-by-force", exp_dir)
+        if progress:
+            print(f"{exp.name}: --force: the stored runs are kept in {kept}", file=sys.stderr)
     train = functools.partial(_train, context, counts, workers, progress, run, exp.name)
     trained, decided = _train_looks(exp, context, counts, plan, first, train, progress)
     runs = _load_runs(context, counts)
@@ -317,23 +336,35 @@ def _seeds(context: Context, count: int) -> range:
 
 
 def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, run: Callable, name: str) -> int:
-    """Train the jobs of ``counts[key]`` seeds per configuration that are not stored yet; returns how many."""
-    jobs, skipped, resumed = [], 0, 0
+    """Train the jobs of ``counts[key]`` seeds per configuration that are not stored yet; returns how many.
+    A stored job whose settings differ from its configuration's now (``--quick`` against a full run, an
+    rnnlab upgrade) is set aside, never deleted; one whose cell file changed since it ran is refused."""
+    jobs, skipped, resumed, aside = [], 0, 0, []
     for spec in context.specs:
         for seed in _seeds(context, counts[spec.key]):
             job_dir = context.job_dir(spec, seed)
-            stored = _stored_settings(job_dir)
-            if stored is not None and stored != json.loads(json.dumps(spec.full_settings(seed))):
-                shutil.rmtree(job_dir)  # the spec changed since this job ran (e.g. --quick against a full run)
-            elif (job_dir / context.store.marker).is_file():
+            settings = spec.full_settings(seed)
+            try:
+                record = _stored_record(job_dir)
+                if record is not None and complete_settings(record["settings"]) == json.loads(json.dumps(settings)):
+                    check_cell_unchanged(record, str(job_dir))
+            except ValueError as err:
+                raise ValueError(f"{err}. Pass --force to train the study's runs anew (the stored ones are kept "
+                                 f"under {context.exp_dir / SET_ASIDE})") from None
+            if record is not None and complete_settings(record["settings"]) != json.loads(json.dumps(settings)):
+                aside.append(set_aside(job_dir, "settings-changed", context.exp_dir))
+                record = None
+            if record is not None and (job_dir / context.store.marker).is_file():
                 skipped += 1
                 continue
-            if stored is not None:
+            if record is not None:
                 resumed += 1
-            jobs.append((f"{spec.key} seed {seed}", spec.full_settings(seed), job_dir))
+            jobs.append((f"{spec.key} seed {seed}", settings, job_dir))
     if progress:
-        print(f"{name}: {len(jobs)} runs to train ({resumed} from an interrupted run's last checkpoint), {skipped} "
-              f"already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
+        moved = (f"; {len(aside)} stored with other settings, set aside in {context.exp_dir / SET_ASIDE}"
+                 if aside else "")
+        print(f"{name}: {len(jobs)} runs to train ({resumed} continue from an interrupted run's last checkpoint"
+              f"{moved}), {skipped} already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     _store_finished(jobs, run, context.store, progress)
     return len(jobs)
 
@@ -343,7 +374,7 @@ def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
     runs = []
     for spec in context.specs:
         for seed in _seeds(context, counts[spec.key]):
-            result = json.loads((context.job_dir(spec, seed) / "result.json").read_text())
+            result = read_json(context.job_dir(spec, seed) / "result.json")
             metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                        and k not in RUN_COLUMNS}
             history = result.get("history", [])

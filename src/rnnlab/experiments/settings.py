@@ -5,7 +5,9 @@ checkpoint back into a trained model (``load_trained``, the one restore path).""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rnnlab.cells.registry import CELLS, cell_class, cell_options
+from rnnlab.cells.registry import CELLS, CellFileNotNamed, cell_class, cell_file_sha256, cell_options, is_cell_file
 from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
@@ -38,14 +40,55 @@ def read_toml(path: str | Path | None = None, *, text: str | None = None, where:
     return data
 
 
+def _int(text: Any) -> int:
+    """An integer from an int or its text; 1.7 or "1.7" is refused, not truncated."""
+    if isinstance(text, bool):
+        raise ValueError("expected an integer, got a boolean")
+    if isinstance(text, (float, np.floating)):
+        if not float(text).is_integer():
+            raise ValueError("expected an integer")
+        return int(text)
+    return int(str(text).strip())
+
+
+def _at_least(low: float, convert: Callable[[Any], Any] = _int, strict: bool = False) -> Callable[[Any], Any]:
+    """``convert``, then a check that the value is >= low (> low with ``strict``); None passes."""
+    def checked(text: Any) -> Any:
+        value = convert(text)
+        if value is not None and (value < low or (strict and value == low)):
+            raise ValueError(f"expected a value {'>' if strict else '>='} {low:g}")
+        return value
+    return checked
+
+
+def _float(text: Any) -> float:
+    value = float(text)
+    if not np.isfinite(value):
+        raise ValueError("expected a finite number")
+    return value
+
+
+def _optional_float(text: Any) -> float | None:
+    value = optional_float(text)
+    return None if value is None else _float(value)
+
+
 def _optional_int(text: str) -> int | None:
-    return None if str(text).lower() in ("none", "full") else int(text)
+    return None if str(text).lower() in ("none", "full") else _int(text)
 
 
 def _int_list(text: Any) -> list[int]:
     if isinstance(text, (list, tuple)):
-        return [int(v) for v in text]
-    return [int(v) for v in str(text).split(",") if v.strip()]
+        return [_int(v) for v in text]
+    return [_int(v) for v in str(text).split(",") if v.strip()]
+
+
+_positive = _at_least(1)
+_non_negative = _at_least(0, _float)
+_positive_float = _at_least(0, _float, strict=True)
+_optional_positive_float = _at_least(0, _optional_float, strict=True)
+_optional_positive = _at_least(1, _optional_int)
+_optional_non_negative = _at_least(0, _optional_int)
 
 
 
@@ -78,45 +121,46 @@ def _settings_table() -> list[Setting]:
         Setting("cell", "rnn", _cell_name, "recurrent cell: a registered name (" + ", ".join(CELLS) + ") or "
                 "path/to/file.py:ClassName"),
         *(Setting(o.name, o.default, o.convert, o.help, o.choices) for o in cell_options().values()),
-        Setting("hidden", 64, int, "hidden units per layer"),
-        Setting("layers", 1, int, "stacked recurrent layers"),
-        Setting("embedding_dim", None, _optional_int, "embedding size of word tasks (none = --hidden)"),
+        Setting("hidden", 64, _positive, "hidden units per layer"),
+        Setting("layers", 1, _positive, "stacked recurrent layers"),
+        Setting("embedding_dim", None, _optional_positive, "embedding size of word tasks (none = --hidden)"),
         Setting("bias", True, to_bool, "use biases"),
         Setting("recurrent_bias", False, to_bool, "a second, recurrent bias per gate as PyTorch counts them"),
         Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
-        Setting("init_scale", None, optional_float, "standard deviation for --init normal (none: 0.1), or "
+        Setting("init_scale", None, _optional_positive_float, "standard deviation for --init normal (none: 0.1), or "
                 "the bound of every parameter, embeddings included, for --init uniform (none: PyTorch's ±1/√fan)"),
         Setting("optimizer", TRAINING.optimizer, str, "optimizer", tuple(OPTIMIZERS)),
-        Setting("lr", TRAINING.lr, float, "initial learning rate"),
-        Setting("momentum", TRAINING.momentum, float, "SGD momentum"),
-        Setting("weight_decay", TRAINING.weight_decay, float, "L2 weight decay added to the gradients"),
-        Setting("epochs", TRAINING.epochs, int, "training epochs"),
-        Setting("batch_size", TRAINING.batch_size, int, "sequences per update"),
-        Setting("back_steps", TRAINING.back_steps, _optional_int, "truncated BPTT depth k (none = full BPTT)"),
-        Setting("clip", TRAINING.clip, optional_float, "clip gradients to this global L2 norm (none = off)"),
-        Setting("clip_value", TRAINING.clip_value, optional_float,
+        Setting("lr", TRAINING.lr, _positive_float, "initial learning rate"),
+        Setting("momentum", TRAINING.momentum, _non_negative, "SGD momentum"),
+        Setting("weight_decay", TRAINING.weight_decay, _non_negative, "L2 weight decay added to the gradients"),
+        Setting("epochs", TRAINING.epochs, _positive, "training epochs"),
+        Setting("batch_size", TRAINING.batch_size, _positive, "sequences per update"),
+        Setting("back_steps", TRAINING.back_steps, _optional_non_negative, "truncated BPTT depth k (none = full BPTT)"),
+        Setting("clip", TRAINING.clip, _optional_positive_float, "clip gradients to this global L2 norm (none = off)"),
+        Setting("clip_value", TRAINING.clip_value, _optional_positive_float,
                 "clip each gradient coefficient to ±this (none = off)"),
         Setting("schedule", TRAINING.schedule, str, "learning-rate schedule", tuple(SCHEDULES)),
         Setting("milestones", list(TRAINING.milestones), _int_list,
                 "step schedule: epochs (comma-separated) where the rate is multiplied by --gamma"),
-        Setting("gamma", TRAINING.gamma, float, "step/exponential schedule factor"),
-        Setting("decay_start", TRAINING.decay_start, int, "exponential schedule: first epoch that decays"),
-        Setting("anneal", TRAINING.anneal, float, "anneal schedule: lr0 * a / (a + epoch)"),
-        Setting("weight_noise", TRAINING.weight_noise, float, "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("gamma", TRAINING.gamma, _positive_float, "step/exponential schedule factor"),
+        Setting("decay_start", TRAINING.decay_start, _at_least(0), "exponential schedule: first epoch that decays"),
+        Setting("anneal", TRAINING.anneal, _non_negative, "anneal schedule: lr0 * a / (a + epoch)"),
+        Setting("weight_noise", TRAINING.weight_noise, _non_negative,
+                "std of Gaussian weight noise for each gradient (S3)"),
         Setting("loss_normalization", TRAINING.loss_normalization, str,
                 "what the training loss is divided by: token (the mean over predicted positions) or sequence (each "
                 "sequence's summed loss, averaged over the batch: S4)", ("token", "sequence")),
         Setting("bucket", TRAINING.bucket, to_bool, "length-bucketed training batches: a shuffled pool of 50 batches "
                 "sorted by length, so a batch pads little (false: a plain shuffle, as S4's course code)"),
-        Setting("early_stopping", TRAINING.early_stopping, _optional_int,
+        Setting("early_stopping", TRAINING.early_stopping, _optional_positive,
                 "stop after N epochs without dev improvement (none = off)"),
-        Setting("seed", TRAINING.seed, int, "seed for data, initialisation and shuffling"),
+        Setting("seed", TRAINING.seed, _at_least(0), "seed for data, initialisation and shuffling"),
         Setting("dtype", "float32", str, "floating-point type", ("float32", "float64")),
         Setting("engine", DEFAULT_TRAINING_ENGINE, str, "time loops: auto (numba when the cell has fused kernels, "
                 "else jax when installed, else numpy), numba (fused, compiled kernels), numpy (the reference) or jax "
                 "(needs the jax extra); stored as the engine auto chose", ("auto",) + tuple(ENGINES)),
-        Setting("threads", TRAINING.threads, _optional_int, "BLAS threads while training and evaluating (none = chosen "
-                "from the model's size: 1 for small models)"),
+        Setting("threads", TRAINING.threads, _optional_positive, "BLAS threads while training and evaluating "
+                "(none = chosen from the model's size: 1 for small models)"),
     ]
 
 
@@ -173,7 +217,11 @@ def settings_identity(settings: dict[str, Any]) -> dict[str, Any]:
     """What identifies a run's settings: all of them but the later-added ones at their default."""
     later = set(LATER_SETTINGS) | (set(cell_options()) - set(FIRST_CELL_OPTIONS))
     defaults = {s.name: s.default for s in settings_table() if s.name in later}
-    return {k: v for k, v in settings.items() if not (k in defaults and v == defaults[k])}
+    identity = {k: v for k, v in settings.items() if not (k in defaults and v == defaults[k])}
+    digest = cell_file_sha256(settings.get("cell"))
+    if digest is not None:      # a cell file's runs are those of its code: an edited file makes new runs
+        identity["cell_sha256"] = digest
+    return identity
 
 
 def complete_settings(stored: dict[str, Any]) -> dict[str, Any]:
@@ -187,10 +235,40 @@ def build(settings: dict[str, Any], task=None):
     A task built before (same name, seed and options) can be passed to skip loading it again."""
     if task is None:
         task = get_task(settings["task"], seed=settings["seed"], **settings.get("task_options", {}))
+    check_memory(settings, task)
     model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
                         dtype=np.dtype(settings["dtype"]), embedding_dim=settings.get("embedding_dim"),
                         **cell_kwargs(settings))
     return task, model
+
+
+PARAMETER_COPIES = 5    # parameters, gradients, Adam's two moments, the best-dev snapshot
+
+
+def check_memory(settings: dict[str, Any], task: Task) -> None:
+    """Refuse a model whose parameters alone (``PARAMETER_COPIES`` copies, counted from the cell's
+    declared shapes before anything is allocated) would not fit in this machine's memory."""
+    import os
+
+    from rnnlab.budget import count_params
+
+    options = {o.name: settings[o.name] for o in cell_class(settings["cell"]).options if o.name in settings}
+    inputs, embedding = task.input_size, 0
+    if task.input_kind == "embedding":
+        inputs = settings.get("embedding_dim") or settings["hidden"]
+        embedding = (task.vocab_size or 0) * inputs
+    count = embedding + count_params(settings["cell"], input_size=inputs, hidden_size=settings["hidden"],
+                                     output_size=task.output_size, num_layers=settings["layers"],
+                                     bias=settings["bias"], recurrent_bias=settings["recurrent_bias"], **options)
+    needed = count * np.dtype(settings["dtype"]).itemsize * PARAMETER_COPIES
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if needed > total:
+        raise ValueError(f"--hidden {settings['hidden']}: {count:,} parameters need about {needed / 2**30:.1f} GiB "
+                         f"({PARAMETER_COPIES} copies in {settings['dtype']}), more than this machine's "
+                         f"{total / 2**30:.1f} GiB")
 
 
 def jsonable(info: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +279,29 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
             continue
         out[k] = json.loads(json.dumps(v, default=float))
     return out
+
+
+def run_record(settings: dict[str, Any], task: Task) -> dict[str, Any]:
+    """What a run stores about what it ran: its settings, the task's facts (the sha256 of its data files
+    among them) and, for a cell named by file, that file's sha256."""
+    record = {"settings": settings, "task_info": jsonable(task.info)}
+    digest = cell_file_sha256(settings.get("cell"))
+    if digest is not None:
+        record["cell_sha256"] = digest
+    return record
+
+
+def check_cell_unchanged(record: dict[str, Any], where: str) -> None:
+    """Refuse a stored run (``run_record``) whose cell file has changed since it ran: its numbers are
+    not those of the code the command would run now."""
+    cell, stored = record.get("settings", {}).get("cell"), record.get("cell_sha256")
+    if not is_cell_file(cell):
+        return
+    now = cell_file_sha256(cell)
+    if stored is None or now is None or stored != now:
+        raise ValueError(f"{where}: trained with the cell file {cell.rsplit(':', 1)[0]} of sha256 "
+                         f"{stored or '(not recorded)'}; the file now has sha256 {now or '(not named)'}: its stored "
+                         "numbers are not this code's")
 
 
 def resolve_settings(*sources: tuple[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -260,14 +361,26 @@ def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | Non
     epoch's). ``task``: one built before from the same settings, to skip loading the data again.
     ``engine``: run the model on this engine instead of the one it was trained with."""
     arrays, meta = load_checkpoint(checkpoint)
-    settings = meta.get("run", {}).get("settings")
-    if not settings:
+    record = meta.get("run") if isinstance(meta.get("run"), dict) else {}
+    settings = record.get("settings")
+    if not settings or not isinstance(settings, dict):
         raise ValueError(f"checkpoint {checkpoint}: no run settings recorded; cannot rebuild the model")
     settings = complete_settings(settings)
     if engine is not None:
         engine_setting = next(s for s in settings_table() if s.name == "engine")
         settings = dict(settings, engine=convert(engine_setting, engine, "--engine"))
-    task, model = build(settings, task)
+    elif settings.get("engine") == "jax" and importlib.util.find_spec("jax") is None:
+        print(f"checkpoint {checkpoint}: trained on the jax engine, which is not installed here; run on numpy, the "
+              "reference (the same numbers to rounding; --engine chooses another)", file=sys.stderr)
+        settings = dict(settings, engine="numpy")
+    try:
+        task, model = build(settings, task)
+    except CellFileNotNamed as err:
+        raise ValueError(f"checkpoint {checkpoint}: {err}") from None
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"checkpoint {checkpoint}: its stored settings cannot rebuild the model "
+                         f"({type(err).__name__}: {err})") from None
+    check_cell_unchanged(record, f"checkpoint {checkpoint}")
     best = any(k.startswith("best/") for k in arrays) and not last
     load_params(model, arrays, "best" if best else "param", str(checkpoint))
     return Trained(task, model, settings, meta, "best-dev" if best else "last epoch")

@@ -54,8 +54,8 @@ from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
+from rnnlab.files import atomic_write, hold
 from rnnlab.metrics import is_count
-from rnnlab.train import atomic_write
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
 TOP_LEVEL = ("task", "metric", "mode", "seeds", "samples", "settings", "search", "task_options")
@@ -340,8 +340,17 @@ class TrialStore:
     def path(self, trial: Trial) -> Path:
         return self.jobs.folder(trial.id)
 
+    RECORD_KEYS = {"id": str, "group": str, "config": str, "values": dict, "seed": int, "metrics": dict,
+                   "status": str}
+
     def record(self, trial: Trial) -> dict | None:
-        return self.jobs.done(trial.id)
+        """The trial's stored record, or None; a damaged one raises ValueError naming its file."""
+        record = self.jobs.done(trial.id)
+        if record is not None and not all(isinstance(record.get(k), t) for k, t in self.RECORD_KEYS.items()):
+            raise ValueError(f"{self.path(trial) / self.jobs.marker}: not a trial record (expected "
+                             f"{', '.join(self.RECORD_KEYS)}); move the trial's folder away, or pass --force to "
+                             "train every trial again")
+        return record
 
     def forget(self, trial: Trial) -> None:
         self.jobs.forget(trial.id)
@@ -507,7 +516,16 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     """Train every trial not stored yet (all of them with ``force``), store each as it finishes, and
     return the summary (per group, configurations best first) with the records. ``early_stop="asha"``
     (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric;
-    ``replicas`` trains the trials that differ only in seed and learning rate as one JAX program."""
+    ``replicas`` trains the trials that differ only in seed and learning rate as one JAX program.
+    One command at a time holds ``out_dir``."""
+    with hold(out_dir, command):
+        return _run_sweep_held(sweep, Path(out_dir), executor, address, workers, force, progress, early_stop,
+                               replicas, command)
+
+
+def _run_sweep_held(sweep: Sweep, out_dir: Path, executor: str, address: str | None, workers: int | None,
+                    force: bool, progress: bool, early_stop: str | None, replicas: bool,
+                    command: str) -> dict[str, Any]:
     run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode, replicas)
     trials = sweep.trials()
     store = TrialStore(out_dir)

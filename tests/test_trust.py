@@ -1,0 +1,627 @@
+"""What rnnlab promises about the files it reads and writes (the README's "Reliability"): it imports a
+Python file only when the command line names it, never deletes what it did not write, holds a folder
+for one command at a time, trains only on verified data and on the settings it was asked for, and
+answers bad input with one line naming the flag, file or key."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rnnlab.cells import registry
+from rnnlab.cli import main
+from rnnlab.experiments.studies import EXPERIMENTS
+from rnnlab.files import MANIFEST, atomic_write, hold, read_json, staged_publish
+from rnnlab.train import CHECKPOINT, load_checkpoint
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
+EVIL = '''from pathlib import Path
+Path(__file__).with_name("imported.txt").write_text("this file ran")
+from rnnlab.cells.rnn import RNN
+
+
+class Evil(RNN):
+    pass
+'''
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    """``rnnlab ARGV`` in this process: (exit status, stdout, stderr)."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit:
+        code = exit.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _train(capsys, out: Path, *extra) -> None:
+    code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "3", "--epochs", "2", "--engine", "numpy",
+                       "--quiet", "--out", out, *extra)
+    assert code == 0, err
+
+
+def _point_checkpoint_at(checkpoint: Path, cell: str) -> None:
+    """Rewrite a checkpoint's stored cell setting, arrays untouched (what a stranger's folder may hold)."""
+    arrays, meta = load_checkpoint(checkpoint)
+    meta["run"]["settings"]["cell"] = cell
+    np.savez(checkpoint, meta=np.array(json.dumps(meta)), **arrays)
+
+
+@pytest.fixture
+def evil(tmp_path) -> tuple[str, Path]:
+    folder = tmp_path / "stranger"
+    folder.mkdir()
+    (folder / "cell.py").write_text(EVIL)
+    return f"{folder / 'cell.py'}:Evil", folder / "imported.txt"
+
+
+# -- code runs only from the command line ---------------------------------------------------------------
+
+def test_a_checkpoint_that_names_a_cell_file_imports_nothing(tmp_path, capsys, evil):
+    spec, ran = evil
+    _train(capsys, tmp_path / "run")
+    _point_checkpoint_at(tmp_path / "run" / CHECKPOINT, spec)
+    for command in (["evaluate"], ["analyze", "gradient-flow", "--out", tmp_path / "a"],
+                    ["analyze", "hidden", "--out", tmp_path / "b"]):
+        code, out, err = cli(capsys, *command, "--checkpoint", tmp_path / "run" / CHECKPOINT)
+        assert code == 2 and not out
+        assert f"checkpoint {tmp_path / 'run' / CHECKPOINT}: names the cell file" in err and f"--cell {spec}" in err
+    assert not ran.exists()
+    # a resume reads the same settings: refused the same way, before anything trains
+    code, _, err = cli(capsys, "train", "--resume", "--out", tmp_path / "run")
+    assert code == 2 and f"--cell {spec}" in err and not ran.exists()
+
+
+def test_a_toml_file_or_a_sweep_file_that_names_a_cell_file_imports_nothing(tmp_path, capsys, evil):
+    spec, ran = evil
+    config = tmp_path / "run.toml"
+    config.write_text(f'task = "reber"\ncell = "{spec.replace(chr(92), "/")}"\nepochs = 1\n')
+    code, _, err = cli(capsys, "train", "--config", config, "--out", tmp_path / "run")
+    assert code == 2 and f"--config {config}" in err and f"--cell {spec}" in err
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f'task = "reber"\nmetric = "dev_loss"\n[settings]\ncell = "{spec}"\nepochs = 1\n'
+                     '[search]\nlr = [0.01, 0.1]\n')
+    code, _, err = cli(capsys, "sweep", sweep, "--out", tmp_path / "sweep")
+    assert code == 2 and f"--cell {spec}" in err
+    assert not ran.exists() and not (tmp_path / "run").exists()
+
+
+def test_a_cell_file_named_on_the_command_line_runs_and_its_hash_is_stored_and_checked(tmp_path, capsys,
+                                                                                      monkeypatch):
+    cell = tmp_path / "mine.py"
+    cell.write_text(EXAMPLE.read_text())
+    spec = f"{cell}:MGU"
+    code, _, err = cli(capsys, "train", "--task", "adding", "--cell", spec, "--hidden", "3", "--epochs", "1",
+                       "--quiet", "--out", tmp_path / "run")
+    assert code == 0, err
+    stored = read_json(tmp_path / "run" / "result.json")["run"]
+    assert stored["cell_sha256"] == registry._sha256(cell)
+    code, out, err = cli(capsys, "evaluate", "--checkpoint", tmp_path / "run" / CHECKPOINT, "--cell", spec)
+    assert code == 0 and "test_loss" in out, err
+    # edited since: a later process (here, the registry as a new process finds it) refuses with both hashes
+    cell.write_text(EXAMPLE.read_text() + "\n# edited\n")
+    for table, key in ((registry.CELLS, spec), (registry._NAMED, str(cell.resolve())),
+                       (registry._IMPORTED, str(cell.resolve()))):
+        monkeypatch.delitem(table, key)
+    monkeypatch.delitem(sys.modules, next(m for m in sys.modules if m.startswith("rnnlab_user_cell_") and
+                                          sys.modules[m].__file__ == str(cell)))
+    code, _, err = cli(capsys, "evaluate", "--checkpoint", tmp_path / "run" / CHECKPOINT, "--cell", spec)
+    assert code == 2 and stored["cell_sha256"] in err and registry._sha256(cell) in err
+
+
+def test_in_one_process_a_cell_file_edited_after_its_import_is_refused(tmp_path):
+    cell = tmp_path / "twice.py"
+    cell.write_text(EXAMPLE.read_text())
+    registry.load_cell_file(f"{cell}:MGU")
+    cell.write_text(EXAMPLE.read_text() + "\n# edited\n")
+    with pytest.raises(ValueError, match="changed since this process imported it"):
+        registry.load_cell_file(f"{cell}:MGU")
+
+
+def test_a_sweep_trial_of_a_cell_file_is_identified_by_the_file_s_code(tmp_path):
+    from rnnlab.experiments.settings import default_settings, settings_identity
+
+    cell = tmp_path / "ident.py"
+    cell.write_text(EXAMPLE.read_text())
+    registry.load_cell_file(f"{cell}:MGU")
+    settings = default_settings("adding", cell=f"{cell}:MGU", hidden=3)
+    assert settings_identity(settings)["cell_sha256"] == registry._sha256(cell)
+    assert "cell_sha256" not in settings_identity(default_settings("adding", cell="gru", hidden=3))
+
+
+def _tiny(monkeypatch):
+    from test_experiments import _tiny_study
+
+    monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
+
+
+def test_a_stored_study_that_names_a_cell_file_imports_nothing(tmp_path, capsys, monkeypatch, evil):
+    from rnnlab.analysis.steps import Findings
+
+    spec, ran = evil
+    _tiny(monkeypatch)
+    study = EXPERIMENTS["tiny"]     # an analysis that rebuilds a trained model, as the studies' analyses do
+    monkeypatch.setattr(study, "analyses", [*study.analyses, lambda ctx: (ctx.load("rnn"), Findings())[1]])
+    out = tmp_path / "runs"
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    assert code == 0, err
+    _point_checkpoint_at(out / "tiny" / "jobs" / "rnn-s0" / CHECKPOINT, spec)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    assert code == 2 and "names the cell file" in err and f"--cell {spec}" in err
+    assert not ran.exists()
+
+
+def test_a_bench_store_trained_with_another_version_of_a_cell_file_is_refused(tmp_path):
+    from rnnlab.experiments import bench_cells
+    from rnnlab.experiments.executors import JobStore
+    from rnnlab.experiments.settings import default_settings
+
+    cell = tmp_path / "bench.py"
+    cell.write_text(EXAMPLE.read_text())
+    registry.load_cell_file(f"{cell}:MGU")
+    settings = default_settings("adding", cell=f"{cell}:MGU", hidden=3)
+    store = JobStore(tmp_path / "jobs")
+    store.keep("job", {}, {"status": "ok", "run": {"settings": settings, "cell_sha256": "0" * 64}})
+    with pytest.raises(ValueError, match=f"sha256 {'0' * 64}; the file now has sha256 {registry._sha256(cell)}"):
+        bench_cells._run([("job", settings, store.folder("job"))], store, lambda jobs: iter(()), progress=False)
+    # a stored run of other settings is set aside, not deleted, and trained again
+    store.keep("job", {}, {"status": "ok", "run": {"settings": dict(settings, hidden=4),
+                                                   "cell_sha256": registry._sha256(cell)}})
+    trained = bench_cells._run([("job", settings, store.folder("job"))], store, lambda jobs: iter(()), False)
+    assert trained == 1 and len(list((tmp_path / "set-aside").iterdir())) == 1
+
+
+# -- nothing lost -----------------------------------------------------------------------------------------
+
+def test_publishing_refuses_folders_it_did_not_publish_and_replaces_only_its_own_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for where in (".", str(Path.home()), "/"):
+        with pytest.raises(ValueError, match="refusing to publish into the working folder"):
+            with staged_publish(where, "sweep a.toml"):
+                pass
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    with pytest.raises(ValueError, match=f"no {MANIFEST}.*notes.txt"):
+        with staged_publish(mine, "sweep a.toml"):
+            pass
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    dest = tmp_path / "published"
+    with staged_publish(dest, "sweep a.toml") as stage:
+        (stage / "figures").mkdir()
+        (stage / "figures" / "old.png").write_bytes(b"1")
+        (stage / "report.md").write_text("first")
+    (dest / "notes.txt").write_text("a reader's notes")          # someone else's file in a publish folder
+    with staged_publish(dest, "sweep a.toml") as stage:
+        shutil.rmtree(stage / "figures")                            # the staging copy only
+        (stage / "notes.txt").unlink()
+        (stage / "report.md").write_text("second")
+    assert (dest / "report.md").read_text() == "second" and not (dest / "figures" / "old.png").exists()
+    assert (dest / "notes.txt").read_text() == "a reader's notes"
+    assert read_json(dest / MANIFEST)["files"] == {"report.md": "sweep a.toml"}
+    with pytest.raises(ValueError, match="would replace report.md, which sweep b.toml did not publish"):
+        with staged_publish(dest, "sweep b.toml") as stage:
+            (stage / "report.md").write_text("theirs")
+            (stage / "new.md").write_text("new")
+    assert (dest / "report.md").read_text() == "second" and not (dest / "new.md").exists()
+
+
+def test_a_sweep_publish_into_a_study_s_folder_or_the_working_folder_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sweep = tmp_path / "reber.toml"
+    sweep.write_text('task = "reber"\nmetric = "test_loss"\n[settings]\nhidden = 2\nepochs = 1\n'
+                     '[search]\nlr = [0.01]\n')
+    study = tmp_path / "docs" / "results" / "reber"
+    study.mkdir(parents=True)
+    (study / "runs.csv").write_text("key,seed\n")
+    for dest in (study, "."):
+        code, _, err = cli(capsys, "sweep", sweep, "--workers", "1", "--publish", dest)
+        assert code == 2 and "--publish" in err and not (tmp_path / "runs").exists()
+    assert (study / "runs.csv").read_text() == "key,seed\n" and sweep.is_file()
+    code, _, err = cli(capsys, "sweep", sweep, "--workers", "1", "--publish", tmp_path / "new")
+    assert code == 0 and (tmp_path / "new" / "report.md").is_file(), err
+
+
+def test_a_published_figure_path_that_leaves_its_folder_is_refused(tmp_path, capsys, monkeypatch):
+    from rnnlab.report import write_published
+
+    _tiny(monkeypatch)
+    out = tmp_path / "runs"
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)[0] == 0
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"private")
+    results = read_json(out / "tiny" / "results.json")
+    for path in (str(secret), "../../secret.png"):
+        results["figures"][0]["path"] = path
+        (out / "tiny" / "results.json").write_text(json.dumps(results))
+        with pytest.raises(ValueError, match="leaves"):
+            write_published(out, "tiny", tmp_path / "docs")
+        assert not (tmp_path / "docs").exists() or not list((tmp_path / "docs").rglob("secret*"))
+
+
+def test_runs_whose_settings_changed_are_set_aside_not_deleted(tmp_path, capsys, monkeypatch):
+    _tiny(monkeypatch)
+    out = tmp_path / "runs"
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)[0] == 0
+    first = (out / "tiny" / "jobs" / "rnn-s0" / "result.json").read_bytes()
+    study = EXPERIMENTS["tiny"]
+    changed = study.specs(False)
+    changed[0].settings["hidden"] = 5
+    monkeypatch.setattr(study, "specs", lambda quick: changed)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    assert code == 0
+    assert "1 runs to train (0 continue from an interrupted run's last checkpoint; 1 stored with other settings, " \
+           f"set aside in {out / 'tiny' / 'set-aside'})" in err
+    kept = list((out / "tiny" / "set-aside").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("rnn-s0.settings-changed.")
+    assert (kept[0] / "result.json").read_bytes() == first
+    # --force keeps the runs it replaces too
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out, "--force")[0] == 0
+    assert any(p.name.startswith("jobs.replaced-by-force.") for p in (out / "tiny" / "set-aside").iterdir())
+
+
+def test_a_folder_is_held_by_one_command_at_a_time(tmp_path, capsys):
+    folder = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom rnnlab.files import hold\n"
+                               f"with hold({str(folder)!r}, 'rnnlab train (a test)'):\n"
+                               "    print('held', flush=True)\n    time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = cli(capsys, "train", "--task", "reber", "--epochs", "1", "--out", folder)
+        assert code == 2 and f"in use by another rnnlab command (pid {holder.pid}: rnnlab train (a test))" in err
+        assert not (folder / "metrics.csv").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with hold(folder):          # a killed holder leaves the folder free; now this process holds it
+        second = subprocess.run([sys.executable, "-c", f"from rnnlab.files import hold\nwith hold({str(folder)!r}): "
+                                 "pass"], capture_output=True, text=True)
+        assert second.returncode != 0 and f"in use by another rnnlab command (pid {os.getpid()}" in second.stderr
+
+
+def test_train_into_a_run_needs_resume_or_overwrite_and_resume_checks_the_settings(tmp_path, capsys):
+    out = tmp_path / "run"
+    _train(capsys, out)
+    before = (out / "result.json").read_bytes()
+    code, _, err = cli(capsys, "train", "--task", "reber", "--seed", "1", "--epochs", "2", "--out", out)
+    assert code == 2 and "holds a finished run" in err and "--resume" in err and "--overwrite" in err
+    assert (out / "result.json").read_bytes() == before
+    code, _, err = cli(capsys, "train", "--resume", "--task", "embedded-reber", "--lr", "0.5", "--out", out)
+    assert code == 2 and "task: stored 'reber', given 'embedded-reber'" in err and "lr: stored 0.01, given 0.5" in err
+    # without settings, --resume continues exactly the stored run (here: may train longer)
+    code, _, err = cli(capsys, "train", "--resume", "--epochs", "3", "--quiet", "--out", out)
+    assert code == 0, err
+    result = read_json(out / "result.json")
+    assert result["epochs_run"] == 3 and result["run"]["settings"]["hidden"] == 3
+    assert cli(capsys, "train", "--task", "reber", "--hidden", "2", "--epochs", "1", "--quiet", "--overwrite",
+               "--out", out)[0] == 0
+    assert read_json(out / "result.json")["run"]["settings"]["hidden"] == 2
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--clip", "-1"), ("--clip", "0"), ("--clip-value", "0"), ("--batch-size", "0"), ("--batch-size", "-3"),
+    ("--epochs", "-2"), ("--epochs", "1.7"), ("--seed", "-1"), ("--weight-noise", "-1"), ("--hidden", "0"),
+    ("--lr", "-0.1"), ("--lr", "nan"), ("--layers", "0"), ("--back-steps", "-1"), ("--threads", "0"),
+])
+def test_a_setting_out_of_its_range_is_one_line_naming_the_flag(tmp_path, capsys, flag, value):
+    code, _, err = cli(capsys, "train", "--task", "reber", flag, value, "--out", tmp_path / "run")
+    assert code == 2 and err.startswith(f"rnnlab train: error: {flag}: invalid value {value!r}")
+    assert "Traceback" not in err and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "reber", "--workers", "0"], "argument --workers: expected a positive integer"),
+    (["reproduce", "reber", "--seeds", "-2"], "argument --seeds: expected a positive integer"),
+    (["sweep", "x.toml", "--workers", "-2"], "argument --workers: expected a positive integer"),
+])
+def test_counts_on_the_command_line_are_positive(capsys, argv, message):
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and message in err
+
+
+def test_sweep_values_out_of_range_are_refused_before_training(tmp_path):
+    from rnnlab.experiments.sweeps import parse_sweep
+
+    head = 'task = "reber"\nmetric = "dev_loss"\n'
+    for body, key in (("[search]\nlr = { uniform = [-0.1, 0.1] }\n", "search.lr"),
+                      ("[search]\nhidden = [4, -4]\n", "search.hidden"),
+                      ("[settings]\nepochs = 1.7\n[search]\nlr = [0.1]\n", "settings.epochs")):
+        with pytest.raises(ValueError, match=f"sweep.toml:\\d+: {key}"):
+            parse_sweep(head + body, "sweep.toml")
+    with pytest.raises(ValueError, match="option n_train = -5: expected a value >= 0"):
+        from rnnlab.data.tasks import get_task
+        get_task("mean-sign", n_train=-5)
+
+
+def test_engine_on_a_study_resolves_for_every_configuration(tmp_path, capsys, monkeypatch):
+    _tiny(monkeypatch)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--engine", "numpy",
+                       "--out", tmp_path)
+    assert code == 0, err
+    assert read_json(tmp_path / "tiny" / "jobs" / "gru-s0" / "result.json")["run"]["settings"]["engine"] == "numpy"
+
+
+# -- verified data ----------------------------------------------------------------------------------------
+
+def test_a_data_file_whose_checksum_is_wrong_is_never_used(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "data" / "ptb"
+    data.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (data / f"ptb.{split}.txt").write_text("a fake corpus <unk>\n" * 50)
+    monkeypatch.setenv("RNNLAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    fake = registry._sha256(data / "ptb.train.txt")
+    code, _, err = cli(capsys, "train", "--task", "ptb", "--epochs", "1", "--out", tmp_path / "run")
+    assert code == 2 and f"{data / 'ptb.train.txt'}: sha256 {fake} does not match the pinned" in err
+    assert not (tmp_path / "run" / "metrics.csv").exists()
+    code, _, err = cli(capsys, "data", "fetch", "ptb")
+    assert code == 2 and "present but its sha256" in err and (data / "ptb.train.txt").is_file()
+
+
+def test_a_run_on_real_data_records_the_files_hashes(tmp_path, monkeypatch):
+    from rnnlab.data import registry as data_registry
+    from rnnlab.data.tasks import get_task
+
+    if data_registry.find_file("polyphonic", "JSB_Chorales.mat") is None:
+        pytest.skip("data absent: polyphonic/JSB_Chorales.mat (../shared/data or RNNLAB_DATA_DIR)")
+    monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    task = get_task("polyphonic-jsb", max_sequences=2)
+    assert task.info["data_sha256"] == {"JSB_Chorales.mat": data_registry.get_dataset("polyphonic")
+                                        .file("JSB_Chorales.mat").sha256}
+    assert (tmp_path / "cache" / data_registry.VERIFIED_CACHE).is_file()     # the second run reads no file
+
+
+# -- analyses ----------------------------------------------------------------------------------------------
+
+def test_two_seeds_of_one_configuration_stay_two_results_and_two_tasks_are_refused(tmp_path, capsys):
+    _train(capsys, tmp_path / "s0")
+    _train(capsys, tmp_path / "s1", "--seed", "1")
+    code, out, err = cli(capsys, "analyze", "gradient-flow", "--checkpoint", tmp_path / "s0" / CHECKPOINT,
+                         "--checkpoint", tmp_path / "s1" / CHECKPOINT, "--out", tmp_path / "flow")
+    assert code == 0, err
+    assert {"rnn-3-s0", "rnn-3-s1"} <= set(json.loads(out))
+    code, _, err = cli(capsys, "train", "--task", "embedded-reber", "--hidden", "3", "--epochs", "1", "--quiet",
+                       "--engine", "numpy", "--out", tmp_path / "other")
+    assert code == 0, err
+    code, _, err = cli(capsys, "analyze", "gradient-flow", "--checkpoint", tmp_path / "s0" / CHECKPOINT,
+                       "--checkpoint", tmp_path / "other" / CHECKPOINT, "--out", tmp_path / "mixed")
+    assert code == 2 and "share one task's data" in err
+
+
+# -- damaged files and clear messages ------------------------------------------------------------------------
+
+def test_damaged_json_names_the_file_and_a_bad_log_line_is_skipped(tmp_path, capsys):
+    from rnnlab.experiments.executors import read_calls
+    from rnnlab.experiments.results import StudyResults
+
+    for text in ("", "{", "[1, 2]", "\x00\xff"):
+        (tmp_path / "result.json").write_text(text, errors="surrogateescape")
+        with pytest.raises(ValueError, match=f"{tmp_path / 'result.json'}: "):
+            read_json(tmp_path / "result.json")
+        with pytest.raises(ValueError, match=f"{tmp_path / 'result.json'}: "):
+            StudyResults.load(tmp_path / "result.json")
+    (tmp_path / "calls.jsonl").write_text('{"command": "a"}\nnot json\n{"command": "b"}\n')
+    assert [c["command"] for c in read_calls(tmp_path)] == ["a", "b"]
+    assert "calls.jsonl, line 2: not JSON" in capsys.readouterr().err
+
+
+def test_a_damaged_checkpoint_on_resume_is_one_line_naming_it(tmp_path, capsys):
+    out = tmp_path / "run"
+    _train(capsys, out)
+    (out / "result.json").unlink()
+    arrays, meta = load_checkpoint(out / CHECKPOINT)
+    del meta["rng"]
+    np.savez(out / CHECKPOINT, meta=np.array(json.dumps(meta)), **arrays)
+    code, _, err = cli(capsys, "train", "--resume", "--out", out)
+    assert code == 2 and f"checkpoint {out / CHECKPOINT}: cannot resume from it" in err
+    np.savez(out / CHECKPOINT, meta=np.array("{not json"), **arrays)
+    code, _, err = cli(capsys, "train", "--resume", "--out", out)
+    assert code == 2 and f"checkpoint {out / CHECKPOINT}: its 'meta' entry is not JSON" in err
+
+
+def test_the_older_schema_message_names_a_real_command(tmp_path):
+    from rnnlab.experiments.results import StudyResults
+
+    (tmp_path / "results.json").write_text(json.dumps({"experiment": "reber-tuned"}))
+    with pytest.raises(ValueError, match="rerun `rnnlab reproduce reber --tune`"):
+        StudyResults.load(tmp_path / "results.json")
+
+
+def test_a_cell_whose_step_returns_the_wrong_shape_is_named_with_its_shapes(tmp_path):
+    cell = tmp_path / "wrong.py"
+    cell.write_text("from rnnlab.cells.rnn import RNN\n\n\nclass Wrong(RNN):\n"
+                    "    def step(self, p, xw, state, xp=None):\n"
+                    "        new, cache = super().step(p, xw, state)\n"
+                    "        return (new[0][:, :-1],), cache\n")
+    model = registry.load_cell_file(f"{cell}:Wrong")(3, 4)
+    with pytest.raises(ValueError, match=rf"cell {cell}:Wrong: step's returned state has shape\(s\) \[\(2, 3\)\]; "
+                       r"expected 1 array\(s\) of shape \(2, 4\)"):
+        model.forward(np.zeros((5, 2, 3)))
+
+
+def test_engine_jax_without_jax_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))
+    code, _, err = cli(capsys, "train", "--task", "reber", "--engine", "jax", "--out", tmp_path / "run")
+    assert code == 2 and "needs JAX" in err and "rnnlab[jax]" in err
+
+
+def test_a_model_too_large_for_the_machine_is_refused_before_allocating(tmp_path, capsys):
+    started = time.perf_counter()
+    code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "100000000", "--out", tmp_path / "run")
+    assert code == 2 and "--hidden 100000000:" in err and "GiB" in err
+    assert time.perf_counter() - started < 30
+
+
+def test_an_unwritable_output_folder_is_one_line_naming_it(tmp_path, capsys):
+    if os.geteuid() == 0:
+        target = Path("/proc/rnnlab-cannot-write-here")
+    else:
+        (tmp_path / "ro").mkdir(mode=0o500)
+        target = tmp_path / "ro" / "run"
+    code, _, err = cli(capsys, "train", "--task", "reber", "--epochs", "1", "--out", target)
+    assert code == 2 and f"{target}: cannot write here" in err
+
+
+def test_written_files_respect_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "a.json", lambda f: f.write(b"{}"))
+        assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+        os.umask(0o077)
+        atomic_write(tmp_path / "b.json", lambda f: f.write(b"{}"))
+        assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.slow
+def test_pool_workers_exit_when_their_driver_is_killed(tmp_path):
+    sweep = tmp_path / "long.toml"
+    sweep.write_text('task = "mean-sign"\nmetric = "dev_loss"\n[settings]\nepochs = 200\nhidden = 8\n'
+                     '[search]\nlr = [0.001, 0.002, 0.003, 0.004]\n')
+    driver = subprocess.Popen([sys.executable, "-m", "rnnlab.cli", "sweep", str(sweep), "--workers", "2", "--out",
+                               str(tmp_path / "out")], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        found = subprocess.run(["pgrep", "-P", str(driver.pid)], capture_output=True, text=True).stdout.split()
+        return [int(pid) for pid in found]
+
+    deadline = time.time() + 120
+    while len(children()) < 2 and time.time() < deadline:
+        time.sleep(0.5)
+    workers = children()
+    assert workers, "the sweep started no worker processes"
+    driver.kill()
+    driver.wait()
+    deadline = time.time() + 20
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+              for pid in workers) and time.time() < deadline:
+        time.sleep(0.5)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]
+    assert not alive, f"workers {alive} outlived their driver"
+
+
+# -- damaged stores, at random -------------------------------------------------------------------------------
+
+DAMAGES = ("truncate", "flip", "delete", "empty", "wrong-schema")
+
+
+def _damage(path: Path, how: str, where: float, byte: int) -> None:
+    data = path.read_bytes()
+    if how == "delete":
+        path.unlink()
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "truncate":
+        path.write_bytes(data[:int(where * len(data))])
+    elif how == "flip":
+        i = min(int(where * len(data)), len(data) - 1)
+        path.write_bytes(data[:i] + bytes([data[i] ^ (byte or 1)]) + data[i + 1:])
+    else:
+        path.write_text(json.dumps(["not", "this", "file's", "schema"]) if path.suffix != ".npz" else "PK\x03\x04")
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
+            if p.is_file() and not p.name.startswith(".rnnlab")}
+
+
+def _check_nothing_lost(before: dict[str, bytes], root: Path, damaged: str, owned: tuple[str, ...],
+                        code: int, err: str) -> None:
+    """No traceback reached the user; an error names the damaged file; every file the command does not
+    write is still there (at its place, or set aside) with its bytes, the reader's notes included."""
+    after = _snapshot(root)
+    assert code in (0, 2), err
+    if code == 2:
+        assert damaged in err or str(Path(damaged).parent) in err, err
+    moved = {rel.split("/set-aside/", 1)[0] for rel in after if "/set-aside/" in rel}
+    for rel, content in before.items():
+        if rel == damaged or rel.endswith(owned) or any(rel.startswith(m) for m in moved):
+            continue
+        if rel in after:
+            assert after[rel] == content or "/jobs/" in rel and damaged.rsplit("/", 1)[0] in rel, rel
+        else:
+            name = rel.rsplit("/", 1)[-1]
+            assert any(a.endswith(name) and "/set-aside/" in a and after[a] == content for a in after) or \
+                damaged.rsplit("/", 1)[0] in rel, f"{rel} was deleted"
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """A stored study (two runs) and a stored sweep (two trials), each with a reader's notes file."""
+    from helpers import TINY_SWEEP
+    from test_experiments import _tiny_study
+
+    root = tmp_path_factory.mktemp("stored")
+    saved = EXPERIMENTS.get("tiny")
+    EXPERIMENTS["tiny"] = _tiny_study()
+    try:
+        assert main(["reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", str(root / "runs")]) == 0
+    finally:
+        EXPERIMENTS.pop("tiny") if saved is None else EXPERIMENTS.__setitem__("tiny", saved)
+    sweep = root / "sweep.toml"
+    sweep.write_text(TINY_SWEEP.replace("samples = 2", "samples = 1").replace("seeds = 2", "seeds = 1"))
+    assert main(["sweep", str(sweep), "--workers", "1", "--out", str(root / "sweep")]) == 0
+    for folder in (root / "runs" / "tiny", root / "runs" / "tiny" / "jobs" / "rnn-s0", root / "sweep"):
+        (folder / "notes.txt").write_text("a reader's notes")
+    return root
+
+
+STUDY_FILES = ("jobs/rnn-s0/result.json", "jobs/rnn-s0/checkpoint.npz", "jobs/rnn-s0/metrics.csv",
+               "jobs/gru-s0/result.json", "results.json", "calls.jsonl", "results.csv")
+STUDY_OUTPUTS = ("results.json", "results.csv", "calls.jsonl", "report.html", "report.md", ".png")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(file=st.sampled_from(STUDY_FILES), how=st.sampled_from(DAMAGES), where=st.floats(0, 1),
+       byte=st.integers(0, 255))
+def test_a_damaged_stored_study_never_raises_a_traceback_nor_loses_a_file(stored, tmp_path, capsys, monkeypatch,
+                                                                          file, how, where, byte):
+    from test_experiments import _tiny_study
+
+    monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
+    out = tmp_path / f"runs-{time.perf_counter_ns()}"
+    shutil.copytree(stored / "runs", out)
+    study = out / "tiny"
+    _damage(study / file, how, where, byte)
+    before = _snapshot(study)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    _check_nothing_lost(before, study, file, STUDY_OUTPUTS, code, err)
+    assert (study / "notes.txt").read_text() == "a reader's notes"
+
+
+SWEEP_FILES = ("calls.jsonl", "trials.csv")
+SWEEP_OUTPUTS = ("trials.csv", "calls.jsonl", "report.html", "report.md", ".png", ".toml")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pick=st.integers(0, 10), kind=st.sampled_from(("trial.json", "result.json", *SWEEP_FILES)),
+       how=st.sampled_from(DAMAGES), where=st.floats(0, 1), byte=st.integers(0, 255))
+def test_a_damaged_stored_sweep_never_raises_a_traceback_nor_loses_a_file(stored, tmp_path, capsys, pick, kind,
+                                                                          how, where, byte):
+    out = tmp_path / f"sweep-{time.perf_counter_ns()}"
+    shutil.copytree(stored / "sweep", out)
+    trials = sorted((out / "trials").iterdir())
+    file = (trials[pick % len(trials)] / kind).relative_to(out).as_posix() if kind in ("trial.json", "result.json") else kind
+    _damage(out / file, how, where, byte)
+    before = _snapshot(out)
+    code, _, err = cli(capsys, "sweep", stored / "sweep.toml", "--workers", "1", "--out", out)
+    _check_nothing_lost(before, out, file, SWEEP_OUTPUTS, code, err)
+    assert (out / "notes.txt").read_text() == "a reader's notes"
