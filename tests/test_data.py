@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import pin_fixture_data
 from rnnlab.data import (
     DataError,
     DataMissing,
@@ -156,6 +157,7 @@ def data_dir(tmp_path, monkeypatch):
     (root / "polyphonic" / "tiny.pickle").write_bytes(pickle.dumps(notes, protocol=2))
     monkeypatch.setenv("RNNLAB_DATA_DIR", str(root))
     monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    pin_fixture_data(root, monkeypatch)
     return root
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import pin_fixture_data
 from rnnlab.experiments.results import StudyResults
 from rnnlab.experiments.runner import run_experiment
 from rnnlab.experiments.settings import build, load_trained
@@ -454,6 +455,8 @@ def test_stream_evaluation_reads_the_test_stream_as_one_and_as_the_runs_parallel
     for split, lines in zip(("train", "valid", "test"), words):
         (tmp_path / "data" / "ptb" / f"ptb.{split}.txt").write_text("\n".join(" " + " ".join(w) for w in lines))
     monkeypatch.setenv("RNNLAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    pin_fixture_data(tmp_path / "data", monkeypatch)
 
     def specs(quick: bool) -> list[RunSpec]:
         return [RunSpec("lstm", "ptb", {"cell": "lstm", "hidden": 6, "embedding_dim": 5, "layers": 2, "epochs": 2,

@@ -234,6 +234,14 @@ def test_a_sweep_publish_into_a_study_s_folder_or_the_working_folder_is_refused(
     assert code == 0 and (tmp_path / "new" / "report.md").is_file(), err
 
 
+def test_the_cell_benchmark_never_replaces_a_page_it_did_not_publish(tmp_path, capsys):
+    (tmp_path / "cells.md").write_text("a page of my own")
+    code, _, err = cli(capsys, "bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--out", tmp_path / "out",
+                       "--publish", tmp_path / "cells.md")
+    assert code == 2 and "would replace cells.md, which bench-cells did not publish there" in err
+    assert (tmp_path / "cells.md").read_text() == "a page of my own" and not (tmp_path / "out").exists()
+
+
 def test_a_published_figure_path_that_leaves_its_folder_is_refused(tmp_path, capsys, monkeypatch):
     from rnnlab.report import write_published
 
@@ -619,7 +627,8 @@ def test_a_damaged_stored_sweep_never_raises_a_traceback_nor_loses_a_file(stored
     out = tmp_path / f"sweep-{time.perf_counter_ns()}"
     shutil.copytree(stored / "sweep", out)
     trials = sorted((out / "trials").iterdir())
-    file = (trials[pick % len(trials)] / kind).relative_to(out).as_posix() if kind in ("trial.json", "result.json") else kind
+    in_trial = kind in ("trial.json", "result.json")
+    file = (trials[pick % len(trials)] / kind).relative_to(out).as_posix() if in_trial else kind
     _damage(out / file, how, where, byte)
     before = _snapshot(out)
     code, _, err = cli(capsys, "sweep", stored / "sweep.toml", "--workers", "1", "--out", out)

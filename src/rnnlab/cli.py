@@ -27,7 +27,7 @@ from rnnlab.experiments.settings import (
     settings_table,
     train_config,
 )
-from rnnlab.files import check_publish_folder
+from rnnlab.files import check_publish_folder, publish_files
 
 
 def _positive_int(text: str) -> int:
@@ -567,16 +567,17 @@ def _bench_cells(args: argparse.Namespace) -> int:
     missing = sorted(set(names) - set(tasks))
     if missing:
         raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")
+    target = Path(args.publish) if args.publish else None
+    if target is not None:
+        publish_files(target.parent, {target.name: None, target.with_suffix(".json").name: None}, "bench-cells",
+                      check_only=True)      # before training: a refused destination must not cost the runs
     results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
                                     args.workers, args.quick)
     results.update(machine=processor_name(), command=args.command_line)
     Path(args.out, "results.json").write_text(json.dumps(results, indent=2, default=float))
     page = markdown(bench_cells_page(results))
     Path(args.out, "cells.md").write_text(page)
-    if args.publish:
-        from rnnlab.files import publish_files
-
-        target = Path(args.publish)
+    if target is not None:
         publish_files(target.parent, {target.name: page.encode(),
                                       target.with_suffix(".json").name: Path(args.out, "results.json").read_bytes()},
                       "bench-cells")
@@ -735,6 +736,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"rnnlab {args.command}: error: {err}\n")
     except StudyRunFailed as err:
         parser.exit(1, f"rnnlab {args.command}: a run failed: {err}\n")
+    except OSError as err:      # a full disk, a folder made read-only mid-run: the file, not a traceback
+        where = f"{err.filename}: " if err.filename else ""
+        parser.exit(2, f"rnnlab {args.command}: error: {where}{err.strerror or err}\n")
 
 
 if __name__ == "__main__":

@@ -219,10 +219,12 @@ def staged_publish(dest: str | Path, owner: str) -> Iterator[Path]:
         publish_files(dest, write, owner, removed)
 
 
-def publish_files(folder: str | Path, files: dict[str, bytes], owner: str, remove: list[str] = ()) -> None:
+def publish_files(folder: str | Path, files: dict[str, bytes | None], owner: str, remove: list[str] = (),
+                  check_only: bool = False) -> None:
     """Write ``files`` (path relative to ``folder`` → bytes) into ``folder``, each atomically, and remove
     ``remove``; a file in the way that the manifest does not say ``owner`` published stops it all
-    before anything is written. The manifest then records what ``owner`` wrote."""
+    before anything is written. The manifest then records what ``owner`` wrote. ``check_only``: only
+    the refusal, before the work that makes the files."""
     folder = Path(folder)
     manifest = read_manifest(folder) or {}
     for rel in files:
@@ -233,6 +235,8 @@ def publish_files(folder: str | Path, files: dict[str, bytes], owner: str, remov
         shown = ", ".join(theirs[:5]) + (" …" if len(theirs) > 5 else "")
         raise ValueError(f"--publish {folder}: would replace {shown}, which {owner} did not publish there; "
                          "nothing was written")
+    if check_only:
+        return
     for rel, content in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / rel, lambda f, content=content: f.write(content))

@@ -184,7 +184,8 @@ def verified(dataset_name: str, file_name: str, path: Path) -> Path:
     both hashes (a damaged or substituted file is never trained on). A file's verification is cached
     by its size and modification time (``VERIFIED_CACHE`` in the cache folder), so that it costs one
     read of the file once, not one per run."""
-    pinned = get_dataset(dataset_name).file(file_name).sha256
+    known = {f.name: f.sha256 for f in get_dataset(dataset_name).files}
+    pinned = known.get(file_name)
     digest = _cached_sha256(path)
     if pinned is not None and digest != pinned:
         raise DataError(f"{path}: sha256 {digest} does not match the pinned {pinned} of {dataset_name}/{file_name}; "
