@@ -308,7 +308,7 @@ def test_sweeps_and_analyses_take_a_cell_file(tmp_path):
                     f'length = 10\n[search]\nmodel = [{{ cell = "{EXAMPLE}:MGU", hidden = 4 }}, '
                     f'{{ cell = "ugrnn", hidden = 4 }}]\n')
     out = tmp_path / "sweep"
-    assert main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(path), "--out", str(out), "--workers", "1", "--cell", f"{EXAMPLE}:MGU"]) == 0
     trials = (out / "trials.csv").read_text()
     assert f"{EXAMPLE}:MGU" in trials and "ugrnn" in trials
     assert main(["analyze", "gradient-flow", "--task", "adding", "--cells", "rnn", "--cell", f"{EXAMPLE}:MGU",
