@@ -116,6 +116,20 @@ def test_a_difference_shown_below_the_smallest_effect_is_not_reproduced():
     assert v.verdict == NOT_REPRODUCED and "below the claim's smallest effect of interest 1" in v.reason
 
 
+def test_a_significant_difference_below_the_smallest_effect_is_not_reproduced_and_says_why():
+    """Significance does not override the claim's own smallest effect: 10 vs 10 seeds whose difference is
+    0.0023 [0.0019, 0.0027] is significant, but shown below the declared 0.005."""
+    claim = Claim("a beats b by at least half a point", "a", "b", "m", smallest_effect=0.005)
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.0003, 20)
+    v = judge_claim(claim, _runs(a=0.9023 + noise[:10], b=0.9 + noise[10:]))
+    assert v.p_value < 1e-6 and 0.0015 < v.difference < 0.003
+    assert v.verdict == NOT_REPRODUCED and "below the claim's smallest effect of interest 0.005" in v.reason
+    assert v.reason in verdict_cell(v)      # printed beside the word
+    rows = verdict_table([claim], {}, {}, _runs(a=0.9023 + noise[:10], b=0.9 + noise[10:]))
+    assert rows[0].verdict == NOT_REPRODUCED and rows[0].p_adjusted < 0.05
+
+
 def test_holm_adjusts_the_claims_of_a_study_as_one_family():
     rng = np.random.default_rng(3)
     runs = _runs(a=rng.normal(2.0, 1, 8), b=rng.normal(0, 1, 8), c=rng.normal(1.0, 1, 8), d=rng.normal(1.5, 1, 8))

@@ -113,12 +113,12 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
     claims = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
                _fmt(v.difference) + _interval(v.low, v.high), v.test, _p(v.p_value),
                _p(v.p_adjusted), _p(v.p_exact),
-               "–" if v.prob_superiority is None else f"{v.prob_superiority:.2f}", _power(v)]
+               "–" if v.prob_superiority is None else f"{v.prob_superiority:.2f}", _power(v), v.reason or "–"]
               for v in results.verdicts if v.kind == "claim"]
     if claims:
         out.append(("Claims, tested over seeds",
                     ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p", "p (Holm)",
-                     "p (exact permutation)", "P(A>B)", "power"], claims))
+                     "p (exact permutation)", "P(A>B)", "power", "why not reproduced"], claims))
     published = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
                   _fmt(v.difference) + _interval(v.low, v.high),
                   "–" if v.tolerance is None else f"±{v.tolerance:.3g} ({v.tolerance_why})",
@@ -465,6 +465,8 @@ def verdict_cell(v: Verdict) -> str:
         text += f", P(A>B) = {v.prob_superiority:.2f}"
     if v.kind == "claim" and _power(v) != "–":
         text += f"; {_power(v)}"
+    if v.kind != "published" and v.reason:
+        text += f"; {v.reason}"
     if v.tolerance is not None:
         text += f"; tolerance ±{v.tolerance:.3g} ({v.tolerance_why})"
     if v.prediction_low is not None:

@@ -173,12 +173,13 @@ def _absence(claim: Claim, a: np.ndarray, b: np.ndarray, count: bool, level: flo
 
 
 def decide_claim(verdict: Verdict, p: float, level: float) -> None:
-    """The word of a claim from its (adjusted) p at ``level``."""
+    """The word of a claim from its (adjusted) p at ``level``. A difference shown to lie below the claim's
+    smallest effect of interest (``verdict.reason``) does not bear the claim out, significant or not."""
     verdict.p_adjusted = p
-    if p < level:
-        verdict.verdict = verdict.if_significant
-    elif verdict.reason:
+    if verdict.reason:
         verdict.verdict = NOT_REPRODUCED
+    elif p < level:
+        verdict.verdict = verdict.if_significant
     else:
         verdict.verdict = not_significant(verdict.seeds)
 
