@@ -317,7 +317,8 @@ def test_sweeps_and_analyses_take_a_cell_file(tmp_path):
 
 
 def test_the_published_benchmark_is_its_stored_results_rendered():
-    from rnnlab.experiments.statistics import compare_means, holm
+    from rnnlab.experiments.bench_cells import rejudge
+    from rnnlab.experiments.statistics import compare_means, holm, permutation_p
     from rnnlab.page import markdown
     from rnnlab.report import bench_cells_page
 
@@ -326,13 +327,57 @@ def test_the_published_benchmark_is_its_stored_results_rendered():
     assert markdown(bench_cells_page(results)) == (docs / "cells.md").read_text()
     assert len(results["cells"]) >= 8 and len(results["final_seeds"]) >= 10
     assert set(results["search_seeds"]).isdisjoint(results["final_seeds"])
+    again = json.loads(json.dumps(rejudge(results), default=float))  # today's rules on the stored per-seed values
+    assert again["comparisons"] == results["comparisons"] and again["claims"] == results["claims"]
     values = {(r["task"], r["cell"]): np.array(r["values"]) for r in results["rows"]}
     for task in {c["task"] for c in results["comparisons"]}:
         family = [c for c in results["comparisons"] if c["task"] == task]
-        for c, adjusted in zip(family, holm([f["p"] for f in family])):   # every number from the per-seed values
-            again = compare_means(values[task, c["a"]], values[task, c["b"]])
-            assert np.isclose(again.difference, c["difference"]) and np.isclose(again.p, c["p"])
-            assert np.isclose(adjusted, c["p_holm"])
+        for c, adjusted in zip(family, holm([f["p_exact"] for f in family])):   # every number from the values
+            a, b = values[task, c["a"]], values[task, c["b"]]
+            assert np.isclose(compare_means(a, b).difference, c["difference"]) and np.isclose(compare_means(a, b).p,
+                                                                                               c["p"])
+            assert np.isclose(permutation_p(a, b), c["p_exact"]) and np.isclose(adjusted, c["p_holm"])
+            assert c["word"].startswith("not significant") == (c["p_holm"] >= 0.05)
+
+
+def _bench_rows(task: str, **cells) -> list[dict]:
+    return [{"task": task, "cell": cell, "values": list(values)} for cell, values in cells.items()]
+
+
+def test_the_benchmark_decides_with_a_test_that_sees_a_few_failed_seeds():
+    """GRU1 against the GRU on adding-50 as stored: every GRU seed wins every pair, two GRU1 seeds fail. Welch's
+    t-test (p = 0.12) misses it; the exact permutation test, which decides, does not."""
+    from rnnlab.experiments.bench_cells import TASKS, judge
+    from rnnlab.experiments.statistics import welch
+
+    adding = next(t for t in TASKS if t.name == "adding-50")
+    gru = [0.0001, 0.0001, 0.0001, 0.0001, 0.0001, 0.0001, 0.0002, 0.0002, 0.0002, 0.0002]
+    gru1 = [0.0013, 0.0014, 0.0018, 0.0019, 0.0025, 0.0025, 0.0025, 0.0047, 0.0423, 0.0691]
+    assert welch(gru1, gru)[3] > 0.1
+    judged = judge(_bench_rows("adding-50", rnn=[0.16] * 5 + [0.17] * 5, gru=gru, **{"gru-h-gates": gru1}),
+                   [adding], ["rnn", "gru", "gru-h-gates"])
+    row = next(f for f in judged["comparisons"] if (f["a"], f["b"]) == ("gru-h-gates", "gru"))
+    assert row["p_exact"] < 1e-4 and row["word"] == "worse"
+
+
+def test_a_same_claim_holds_only_when_shown_within_its_margin():
+    """An absence of evidence is not 'the same': two noisy cells with no significant difference, but an interval
+    far wider than the margin, do not hold; two tight ones within it do."""
+    from rnnlab.experiments.bench_cells import TASKS, judge
+
+    sign = next(t for t in TASKS if t.name == "mean-sign-20")      # margin: one point of accuracy
+    rng = np.random.default_rng(0)
+    noisy = judge(_bench_rows("mean-sign-20", rnn=0.8 + rng.normal(0, 0.05, 10), gru=0.8 + rng.normal(0, 0.05, 10),
+                              lstm=0.8 + rng.normal(0, 0.05, 10), **{"lstm-cifg": 0.8 + rng.normal(0, 0.05, 10)}),
+                  [sign], ["rnn", "gru", "lstm", "lstm-cifg"])
+    row = next(f for f in noisy["comparisons"] if (f["a"], f["b"]) == ("lstm-cifg", "lstm"))
+    claim = next(c for c in noisy["claims"] if (c["a"], c["b"]) == ("lstm-cifg", "lstm"))
+    assert row["word"].startswith("not significant") and not row["equivalent"] and claim["holds"] == []
+    assert claim["words"]["mean-sign-20"].startswith("not shown the same with 10 vs 10 seeds (they establish ±")
+    tight = judge(_bench_rows("mean-sign-20", rnn=0.8 + rng.normal(0, 0.002, 10), gru=0.8 + rng.normal(0, 0.002, 10),
+                              lstm=0.8 + rng.normal(0, 0.002, 10), **{"lstm-cifg": 0.8 + rng.normal(0, 0.002, 10)}),
+                  [sign], ["rnn", "gru", "lstm", "lstm-cifg"])
+    assert next(c for c in tight["claims"] if (c["a"], c["b"]) == ("lstm-cifg", "lstm"))["holds"] == ["mean-sign-20"]
 
 
 def test_an_installed_package_registers_cells_by_entry_point(monkeypatch):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.engines.threads import cpu_cores
+from rnnlab.experiments.bench_cells import DECIDING_TEST, EQUIVALENCE_TEST
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
@@ -901,6 +902,7 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
     cells = [c["label"] for c in results["cells"]]
     rows = {(r["task"], r["cell"]): r for r in results["rows"]}
     n_final = len(results["final_seeds"])
+    margins = {t["name"]: t["same_margin"] for t in tasks}
     page = Page("Cells side by side: the rnnlab cell benchmark")
     claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
                f"{len(c['holds'])} of {len(c['tasks'])}",
@@ -916,25 +918,34 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
                   f"`{results['command']}`.",
                   kind="about"),
         Heading("Claims, task by task"),
-        Paragraph("A claim 'better'/'worse' holds on a task when the difference is significant in that direction "
-                  "after Holm's correction over the task's comparisons (α = 0.05); 'same' holds when no difference "
-                  f"is found — an absence of evidence at {n_final} seeds a side, not a proof of equality."),
+        Paragraph(f"A claim 'better'/'worse' holds on a task when {DECIDING_TEST} finds the difference in that "
+                  f"direction: a test that assumes no normal shape, so that a cell with a few failed seeds among "
+                  f"good ones (a bimodal metric) is seen. 'Same' is an equivalence claim: it holds when "
+                  f"{EQUIVALENCE_TEST} show the difference within the task's margin (stated with each task below); "
+                  f"a difference not found is never read as 'same', and the page says the margin the {n_final} "
+                  "seeds a side do establish."),
         Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
         Heading("Test metric per cell and task"),
         Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters at the task's "
                   "budget; the learning rate the search chose. " + " ".join(
                       f"**{t['name']}** ({t['metric']}, {'higher' if t['higher_is_better'] else 'lower'} is better; "
-                      f"budget {t['budget']:,} parameters): {t['why']}." for t in tasks)),
+                      f"budget {t['budget']:,} parameters; 'same' within ±{t['same_margin']:g}, "
+                      f"{t['margin_why']}): {t['why']}." for t in tasks)),
         Table(["cell"] + [t["name"] for t in tasks],
               [[c] + [f"{_bench_value(rows[t['name'], c])} (h {rows[t['name'], c]['hidden']}, "
                       f"{rows[t['name'], c]['params']:,} p, lr {rows[t['name'], c]['lr']:g})" for t in tasks]
                for c in cells]),
         Heading("Every cell against the vanilla RNN, the GRU and the LSTM"),
-        Paragraph("a − b of the test metric: Welch's 95% interval, raw p and Holm-adjusted p within the task "
-                  "(which decides), the exact permutation p beside it, and P(a better than b) over seed pairs."),
-        Table(["task", "a", "b", "a − b [95% CI]", "p", "p (Holm)", "P(a better)", "verdict"],
+        Paragraph("a − b of the test metric with Welch's 95% interval (a description of the difference); the exact "
+                  "permutation p and its Holm adjustment within the task, which decides the verdict; P(a better "
+                  "than b) over seed pairs; and Welch's 90% interval, which shows the two the same when it lies "
+                  "within the task's margin (TOST)."),
+        Table(["task", "a", "b", "a − b [95% CI]", "p (exact permutation)", "p (Holm: decides)", "P(a better)",
+               "verdict", "90% CI: same?"],
               [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} [{f['low']:+.3g}, {f['high']:+.3g}]",
-                f"{f['p']:.2g}", f"{f['p_holm']:.2g}", f"{f['p_a_better']:.2f}", f["word"]]
+                f"{f['p_exact']:.2g}", f"{f['p_holm']:.2g}", f"{f['p_a_better']:.2f}", f["word"],
+                f"[{f['low90']:+.3g}, {f['high90']:+.3g}]: " + ("within" if f["equivalent"] else "not within") +
+                f" ±{margins[f['task']]:g}"]
                for f in results["comparisons"]]),
     ]
     return page

@@ -42,6 +42,7 @@ from rnnlab.experiments.statistics import (
     compare_means,
     holm,
     mean_std_interval,
+    permutation_p,
     prob_superiority,
 )
 from rnnlab.files import hold, set_aside
@@ -58,6 +59,8 @@ class BenchTask:
     metric: str                   # the reported test metric
     higher_is_better: bool
     why: str
+    same_margin: float = 0.0      # two cells are the same when their difference is shown within ±this
+    margin_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -72,15 +75,18 @@ TASKS = (
     BenchTask("adding-50", "adding", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 50},
               {**TRAINING, "epochs": 20}, 2000, "test_loss", False,
               "the sum of two marked values among 50 (Hochreiter & Schmidhuber 1997; IRNN, IndRNN, uRNN use it); "
-              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167"),
+              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167", 0.0167,
+              "a tenth of the memoryless baseline's MSE: both cells recover the memory the task asks for alike"),
     BenchTask("copy-20", "copy", {"n_train": 1000, "n_dev": 200, "n_test": 500, "delay": 20, "copy_length": 5},
               {**TRAINING, "epochs": 20}, 3000, "test_loss", False,
               "five of 8 symbols recalled after a delay of 20 steps (the copy task of uRNN and its successors); "
               "the loss per step, since 25 of the 30 steps are blanks that a memoryless model gets right; "
-              "guessing the recalled symbols scores 5 ln 8 / 30 ≈ 0.347"),
+              "guessing the recalled symbols scores 5 ln 8 / 30 ≈ 0.347", 0.0347,
+              "a tenth of the loss of guessing the recalled symbols"),
     BenchTask("mean-sign-20", "mean-sign", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 20},
               {**TRAINING, "epochs": 20}, 2000, "test_accuracy", True,
-              "the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory"),
+              "the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory", 0.01,
+              "one percentage point of accuracy, rnnlab's default tolerance for accuracies"),
 )
 CELLS = (
     BenchCell("rnn", "rnn"), BenchCell("gru", "gru"), BenchCell("lstm", "lstm"),
@@ -231,13 +237,12 @@ def _seconds(store: JobStore, key: str) -> float:
 def summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_seeds) -> dict[str, Any]:
     """Per (task, cell): hidden, parameters, the rate chosen, the final runs' metric (failed runs
     counted); per task: every cell against each baseline; per claim: the verdict on each task."""
-    rows, values = [], {}
+    rows = []
     for t in tasks:
         for c in cells:
             lr = chosen[t.name, c.label]
             got = [_metrics(store, _job_id(t, c, lr, s)) for s in final_seeds]
             vals = np.array([m[t.metric] for m in got if m is not None and t.metric in m], dtype=np.float64)
-            values[t.name, c.label] = vals
             summary = mean_std_interval(vals) if vals.size > 1 else {}
             if summary:      # an interval of a loss or an accuracy stays inside the metric's range
                 summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
@@ -245,55 +250,97 @@ def summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_see
             rows.append({"task": t.name, "cell": c.label, "hidden": sizes[t.name, c.label][0],
                          "params": sizes[t.name, c.label][1], "lr": lr, "runs": int(vals.size),
                          "failed": len(final_seeds) - int(vals.size), "values": vals.tolist(), **summary})
+    return {"rows": rows, **judge(rows, tasks, [c.label for c in cells]), "learning_rates": list(rates),
+            "search_seeds": list(search_seeds), "final_seeds": list(final_seeds),
+            "tasks": [vars(t) for t in tasks], "cells": [vars(c) for c in cells]}
+
+
+def rejudge(results: dict[str, Any]) -> dict[str, Any]:
+    """Stored benchmark results (``cells.json``) judged again by today's rules from their per-seed values,
+    with today's task definitions (their margins); nothing retrains."""
+    known = {t.name: t for t in TASKS}
+    tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results["tasks"]]
+    return {**results, "tasks": [vars(t) for t in tasks],
+            **judge(results["rows"], tasks, [c["label"] for c in results["cells"]])}
+
+
+DECIDING_TEST = ("the exact permutation test of the difference in means (every split of the 2 × 10 seeds), "
+                 "Holm-adjusted over the task's comparisons at α = 0.05")
+EQUIVALENCE_TEST = ("two one-sided tests (TOST) against the task's margin: Welch's 90% interval of a − b inside "
+                    "±margin, each side at α = 0.05")
+
+
+def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str]) -> dict[str, Any]:
+    """Every cell against each baseline on each task, and each claim task by task, from the final runs'
+    per-seed values (``rows``): what ``summarise`` stores, and what republishing recomputes."""
+    values = {(r["task"], r["cell"]): np.asarray(r["values"], dtype=np.float64) for r in rows}
     comparisons = []
     for t in tasks:
         family = []
-        for c in cells:
+        for label in labels:
             # a baseline meets only the baselines before it (gru vs rnn, lstm vs rnn and gru): each pair once
-            bases = BASELINES[:BASELINES.index(c.label)] if c.label in BASELINES else BASELINES
+            bases = BASELINES[:BASELINES.index(label)] if label in BASELINES else BASELINES
             for base in bases:
-                if (t.name, base) not in values:
-                    continue
-                family.append(_comparison(t, c.label, base, values[t.name, c.label], values[t.name, base]))
-        for comparison, adjusted in zip(family, holm([f["p"] for f in family])):
+                if (t.name, base) in values and (t.name, label) in values:
+                    family.append(_comparison(t, label, base, values[t.name, label], values[t.name, base]))
+        for comparison, adjusted in zip(family, holm([f["p_exact"] for f in family])):
             comparison["p_holm"] = adjusted
             comparison["word"] = _word(comparison, t)
         comparisons += family
     claims = []
-    labels = {c.label for c in cells}
     for a, b, relation, source in CLAIMS:
         if a not in labels or b not in labels:
             continue
         per_task = {f["task"]: f for f in comparisons if f["a"] == a and f["b"] == b}
         holds = [task for task, f in per_task.items() if _holds(f, relation)]
         claims.append({"a": a, "b": b, "relation": relation, "source": source, "holds": holds,
-                       "tasks": list(per_task), "words": {task: f["word"] for task, f in per_task.items()}})
-    return {"rows": rows, "comparisons": comparisons, "claims": claims, "learning_rates": list(rates),
-            "search_seeds": list(search_seeds), "final_seeds": list(final_seeds),
-            "tasks": [vars(t) for t in tasks], "cells": [vars(c) for c in cells]}
+                       "tasks": list(per_task), "words": {task: _claim_word(f, relation) for task, f in
+                                                          per_task.items()}})
+    return {"comparisons": comparisons, "claims": claims}
 
 
 def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray) -> dict[str, Any]:
+    """a − b: Welch's 95% interval (a description), the exact permutation p (which decides), the TOST
+    against the task's margin (whether the two are the same), and P(a better) over seed pairs."""
     if va.size < 2 or vb.size < 2:
         return {"task": task.name, "a": a, "b": b, "difference": float("nan"), "low": float("nan"),
-                "high": float("nan"), "p": 1.0, "p_exact": None, "p_a_better": float("nan"), "n": (va.size, vb.size)}
+                "high": float("nan"), "p": 1.0, "p_exact": 1.0, "p_a_better": float("nan"), "n": (va.size, vb.size),
+                "low90": float("nan"), "high90": float("nan"), "equivalent": False}
     diff = compare_means(va, vb)
+    within = compare_means(va, vb, alpha=2 * ALPHA)
+    low90, high90 = within.low, within.high
     better = prob_superiority(va, vb) if task.higher_is_better else prob_superiority(-va, -vb)
     return {"task": task.name, "a": a, "b": b, "difference": diff.difference, "low": diff.low, "high": diff.high,
-            "p": diff.p, "p_exact": diff.p_exact, "test": diff.test, "p_a_better": better,
-            "n": (int(va.size), int(vb.size))}
+            "p": diff.p, "p_exact": permutation_p(va, vb), "test": diff.test, "p_a_better": better,
+            "n": (int(va.size), int(vb.size)), "low90": low90, "high90": high90,
+            "equivalent": bool(-task.same_margin < low90 and high90 < task.same_margin)}
 
 
 def _word(f: dict[str, Any], task: BenchTask) -> str:
+    """better / worse by the deciding test (the exact permutation p, Holm-adjusted), else not significant."""
     if f["p_holm"] >= ALPHA or not np.isfinite(f["difference"]):
         return f"not significant with {f['n'][0]} vs {f['n'][1]} seeds"
     a_better = (f["difference"] > 0) == task.higher_is_better
     return "better" if a_better else "worse"
 
 
+def established_margin(f: dict[str, Any]) -> float:
+    """The smallest margin these seeds show the two within (the 90% interval's farther end)."""
+    return max(abs(f["low90"]), abs(f["high90"]))
+
+
+def _claim_word(f: dict[str, Any], relation: str) -> str:
+    if relation != "same":
+        return f["word"]
+    if f["equivalent"]:
+        return "same (shown within the margin)" + ("" if f["word"].startswith("not") else f"; {f['word']}, by less")
+    return (f"not shown the same with {f['n'][0]} vs {f['n'][1]} seeds (they establish ±"
+            f"{established_margin(f):.3g})" + ("" if f["word"].startswith("not") else f"; {f['word']}"))
+
+
 def _holds(f: dict[str, Any], relation: str) -> bool:
-    """'better'/'worse': significant in that direction after Holm; 'same': no significant difference
-    (an absence of evidence, which the page says with the seeds it had)."""
+    """'better'/'worse': significant in that direction by the deciding test after Holm; 'same': the
+    difference shown within the task's margin (equivalence), never an absence of evidence."""
     if relation == "same":
-        return f["word"].startswith("not significant")
+        return f["equivalent"]
     return f["word"] == relation
