@@ -150,14 +150,45 @@ def test_published_numbers_match_differ_or_are_inconclusive_against_their_tolera
     assert judge_published("a", "m", Published(0.93, 0.02, "the paper's spread"), runs).verdict == \
         "matches (within ±0.02)"
     far = judge_published("a", "m", Published(0.80, 0.02, "the paper's spread"), runs, reason="trained longer")
-    assert far.verdict == "differs: ours higher by 0.13" and far.reason == "trained longer" and far.low > 0
+    assert far.verdict == "differs: ours higher by 0.13" and far.reason == "trained longer" and far.prediction_low > 0.82
+    # the published number is one run: 0.95 lies inside where one run of ours falls ([0.906, 0.954]), so a
+    # paper whose process equalled ours could have printed it; against our mean alone it would 'differ'
     near = judge_published("a", "m", Published(0.95, 0.001, "x"), runs)
-    assert near.verdict == "differs: ours lower by 0.02"
+    assert near.verdict == "inconclusive with 5 seeds" and near.prediction_low < 0.95 < near.prediction_high
+    tight = judge_published("a", "m", Published(0.95, 0.001, "x"), _runs(a=[0.930, 0.9302, 0.9298, 0.9301, 0.9299]))
+    assert tight.verdict == "differs: ours lower by 0.02" and tight.prediction_high < 0.95 - 0.001
     assert judge_published("a", "m", "a sentence", runs).verdict == "shown only"
     accuracy = [Run("a", s, {"test_accuracy": v}) for s, v in enumerate([0.93, 0.931, 0.929, 0.93])]
     matched = judge_published("a", "test_accuracy", 0.932, accuracy)     # an accuracy: ± one point
     assert matched.verdict == "matches (within ±0.01)" and matched.tolerance == 0.01
     assert matched.prediction_low < 0.93 < matched.prediction_high
+
+
+def test_a_published_single_run_is_judged_against_where_one_run_of_ours_falls():
+    """Inside our prediction interval: never 'differs', however far our mean; outside it (beyond the tolerance):
+    'differs'; 'matches' only when our 90% prediction interval lies within published ± tolerance. The p is the
+    predictive probability of the normal model, checked here by simulating new runs from it."""
+    from scipy import stats as scipy_stats
+
+    from rnnlab.experiments.statistics import single_run
+
+    ours = np.array([8.0, 8.3, 7.7])                    # three seeds; a paper's single run of 8.82, tolerance 0.088
+    inside = judge_published("a", "m", Published(8.82, 0.088, "1%"), _runs(a=ours))
+    assert inside.prediction_low < 8.82 < inside.prediction_high and inside.verdict == "inconclusive with 3 seeds"
+    outside = judge_published("a", "m", Published(12.0, 0.12, "1%"), _runs(a=ours))
+    assert outside.prediction_high < 12.0 - 0.12 and outside.verdict == "differs: ours lower by 4"
+    # the predictive p against the nearer edge, by simulation: a new run ~ m + s·√(1 + 1/n)·t(n − 1)
+    result = single_run(ours, 9.5, 0.095)
+    m, s, n = ours.mean(), ours.std(ddof=1), ours.size
+    draws = m + s * np.sqrt(1 + 1 / n) * scipy_stats.t.rvs(n - 1, size=400_000, random_state=np.random.default_rng(0))
+    assert result.p_differs == pytest.approx(2 * np.mean(draws > 9.5 - 0.095), abs=0.004)
+    close = np.array([8.80, 8.81, 8.82, 8.83, 8.84])
+    matched = single_run(close, 8.82, 0.05)
+    m, s, n = close.mean(), close.std(ddof=1), close.size
+    draws = m + s * np.sqrt(1 + 1 / n) * scipy_stats.t.rvs(n - 1, size=400_000, random_state=np.random.default_rng(1))
+    assert matched.p_matches == pytest.approx(max(np.mean(draws < 8.77), np.mean(draws > 8.87)), abs=0.002)
+    assert judge_published("a", "m", Published(8.82, 0.1, "x"),
+                           _runs(a=[8.80, 8.81, 8.82, 8.83, 8.84])).verdict == "matches (within ±0.1)"
 
 
 def test_counts_against_a_published_rate_use_the_exact_binomial_interval():

@@ -458,8 +458,8 @@ def verdict_cell(v: Verdict) -> str:
         text += f"; difference {_fmt(v.difference)}" + _interval(v.low, v.high)
     if v.p_value is not None:
         text += f", p = {v.p_value:.2g} ({v.test})"
-    if v.p_adjusted is not None and v.kind == "claim":
-        text += f", Holm-adjusted p = {v.p_adjusted:.2g}"
+    if v.p_adjusted is not None and v.kind in ("claim", "published"):
+        text += f", Holm-adjusted p = {v.p_adjusted:.2g} (decides)"
     if v.p_exact is not None:
         text += f", exact permutation p = {v.p_exact:.2g}"
     if v.prob_superiority is not None:

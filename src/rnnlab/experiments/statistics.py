@@ -352,6 +352,43 @@ class Equivalence:
     p_differs: float | None
 
 
+@dataclass(frozen=True)
+class SingleRun:
+    """One published run against the distribution of one of our runs (normal model: our mean m, spread s
+    over n seeds, a new run ~ m + s·√(1 + 1/n)·t(n − 1)). ``p_differs``: twice the predictive probability
+    that one of our runs falls beyond the published value's nearer tolerance edge (below alpha exactly
+    when our 1 − alpha prediction interval lies wholly outside published ± tolerance; 1 when our mean is
+    within it); ``p_matches``: the larger of the two one-sided predictive probabilities of falling
+    outside published ± tolerance (below alpha exactly when our 1 − 2·alpha prediction interval lies
+    within it)."""
+
+    estimate: float
+    low: float          # our 95% prediction interval
+    high: float
+    p_differs: float
+    p_matches: float
+
+
+def single_run(values, published: float, tolerance: float, bounds: tuple[float, float] | None = None,
+               alpha: float = ALPHA) -> SingleRun | None:
+    """A published single run against one run of ours (``SingleRun``); None without two seeds with spread."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean, std = mean_std(arr)
+    if arr.size < 2 or std == 0:
+        return None
+    scale, df = std * math.sqrt(1 + 1 / arr.size), arr.size - 1
+    low, high = clip_to_range(*prediction_interval(arr, alpha), bounds)
+    lower, upper = published - tolerance, published + tolerance
+    if mean > upper:
+        p_differs = min(1.0, 2 * float(stats.t.cdf((upper - mean) / scale, df)))
+    elif mean < lower:
+        p_differs = min(1.0, 2 * float(stats.t.sf((lower - mean) / scale, df)))
+    else:
+        p_differs = 1.0
+    p_matches = max(float(stats.t.cdf((lower - mean) / scale, df)), float(stats.t.sf((upper - mean) / scale, df)))
+    return SingleRun(mean, low, high, p_differs, p_matches)
+
+
 def equivalence(values, band: tuple[float, float], tolerance: float, count: bool = False,
                 bounds: tuple[float, float] | None = None, alpha: float = ALPHA) -> Equivalence:
     """Our seeds against a published band (low == high for a number; ±inf for an open end) ± tolerance."""

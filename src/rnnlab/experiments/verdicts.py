@@ -231,6 +231,8 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
     band = (-math.inf if low_pub is None else low_pub, math.inf if high_pub is None else high_pub)
     tolerance = declared.tolerance if declared else info.tolerance_at(target)
     why = declared.why if declared else info.why
+    if not info.is_count and not isinstance(value, tuple):
+        return _judge_single_run(claim, evidence, values, value, tolerance, why, reason, info, level)
     result = st.equivalence(values, band, tolerance, count=info.is_count, bounds=info.bounds)
     verdict = Verdict(claim, evidence, result.estimate - target, result.low - target, result.high - target,
                       "", None, "", reason, seeds=len(values), tolerance=tolerance,
@@ -251,6 +253,37 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
         side = "higher" if distance > 0 else "lower"
         better = "" if info.higher_is_better is None else \
             " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
+        verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
+    decide_published(verdict, verdict.p_value, level)
+    return verdict
+
+
+def _judge_single_run(claim: str, evidence: str, values: np.ndarray, value: float, tolerance: float, why: str,
+                      reason: str, info: Any, level: float) -> Verdict:
+    """A published number on a continuous metric is one run of the paper's: it is judged against where one
+    run of ours falls (``statistics.single_run``), not against our mean as if it were a constant. The
+    difference printed is our mean − published, beside where one run of ours falls (the 95% prediction
+    interval), which is what decides."""
+    result = st.single_run(values, value, tolerance, info.bounds)
+    if result is None:      # fewer than 2 seeds, or no spread: nothing to test
+        mean = float(values.mean())
+        return Verdict(claim, evidence, mean - value, None, None, "", None, inconclusive(len(values)), reason,
+                       seeds=len(values), tolerance=tolerance, tolerance_why=why)
+    verdict = Verdict(claim, evidence, result.estimate - value, None, None, "", None, "", reason, seeds=len(values),
+                      tolerance=tolerance, tolerance_why=why, prediction_low=result.low,
+                      prediction_high=result.high)
+    if abs(result.estimate - value) <= tolerance:
+        verdict.test = ("one run of ours against the published run: two one-sided prediction tests (our 90% "
+                        "prediction interval within the tolerance)")
+        verdict.p_value, verdict.if_significant = result.p_matches, f"matches (within ±{tolerance:.3g})"
+    else:
+        verdict.test = ("one run of ours against the published run: prediction test against the tolerance's "
+                        "nearer edge (our 95% prediction interval beyond it)")
+        distance = result.estimate - value
+        side = "higher" if distance > 0 else "lower"
+        better = "" if info.higher_is_better is None else \
+            " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
+        verdict.p_value = result.p_differs
         verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
     decide_published(verdict, verdict.p_value, level)
     return verdict
