@@ -175,16 +175,24 @@ def test_p_a_beats_b_counts_pairs_and_half_ties():
     assert S.prob_superiority([2], [1, 2, 3]) == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("scores", [[0.5, 0.7, 0.6], [1.0, 3.0, 2.0, 5.0, 4.0]])
+@pytest.mark.parametrize("scores", [[0.5, 0.7, 0.6], [1.0, 3.0, 2.0, 5.0, 4.0], [2.0, 2.0, 1.0, 7.0, 3.0, 3.0]])
 def test_expected_max_equals_enumeration(scores):
-    """Dodge et al.'s estimator is the exact mean of the best of n draws with replacement."""
+    """Without replacement (the default), the exact mean and standard deviation of the best of every n of the
+    N trials; with replacement, Dodge et al.'s first estimator, the mean of the best of n draws."""
     for n in range(1, len(scores) + 1):
-        best = [max(draw) for draw in itertools.product(scores, repeat=n)]
-        assert S.expected_max(scores)[n - 1] == pytest.approx(np.mean(best))
-        worst = [min(draw) for draw in itertools.product(scores, repeat=n)]
+        subsets = [max(c) for c in itertools.combinations(scores, n)]
+        mean, std = S.expected_max_band(scores)
+        assert mean[n - 1] == pytest.approx(np.mean(subsets)) and std[n - 1] == pytest.approx(np.std(subsets),
+                                                                                                 abs=1e-9)
+        worst = [min(c) for c in itertools.combinations(scores, n)]
         assert S.expected_max(scores, higher_is_better=False)[n - 1] == pytest.approx(np.mean(worst))
+        draws = [max(draw) for draw in itertools.product(scores, repeat=n)]
+        assert S.expected_max(scores, replace=True)[n - 1] == pytest.approx(np.mean(draws))
     curve = S.expected_max(scores)
-    assert np.all(np.diff(curve) >= 0) and curve[-1] <= max(scores)
+    assert np.all(np.diff(curve) >= 0) and curve[-1] == max(scores)      # all N trials: the search's own best
+    assert np.all(S.expected_max(scores, replace=True) <= curve + 1e-12)   # redrawing trials is biased low
+    with pytest.raises(ValueError, match="without replacement"):
+        S.expected_max(scores, n_max=len(scores) + 1)
 
 
 def _welch_p(a: np.ndarray, b: np.ndarray) -> float:

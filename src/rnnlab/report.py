@@ -20,7 +20,7 @@ from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
-from rnnlab.experiments.statistics import detectable_difference, expected_max
+from rnnlab.experiments.statistics import detectable_difference, expected_max_band
 from rnnlab.files import inside, staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import (
@@ -744,8 +744,8 @@ def expected_best(trials_csv: Path, metric: str, higher_is_better: bool) -> dict
         for r in mine:
             scores.setdefault(tuple(r[c] for c in searched), []).append(float(r[metric]))
         if scores:
-            curves[key] = expected_max([float(np.mean(v)) for v in scores.values()],
-                                       higher_is_better=higher_is_better)
+            curves[key] = expected_max_band([float(np.mean(v)) for v in scores.values()],
+                                            higher_is_better=higher_is_better)
     return curves
 
 
@@ -756,12 +756,13 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
 
     metric = re.search(r'metric\s*=\s*"(\w+)"', exp.search).group(1)
     higher = re.search(r'mode\s*=\s*"(\w+)"', exp.search).group(1) == "max"
-    curves = expected_best(trials_csv, metric, higher)
-    if not curves:
+    bands = expected_best(trials_csv, metric, higher)
+    if not bands:
         return []
-    path = plot_learning_curves({k: (np.arange(1, len(c) + 1), c) for k, c in curves.items()},
+    curves = {k: mean for k, (mean, _) in bands.items()}
+    path = plot_learning_curves({k: (np.arange(1, len(m) + 1), m, m - sd, m + sd) for k, (m, sd) in bands.items()},
                                 figures_dir / "tuned-expected-best.png", "trials of the search (n)",
-                                f"expected best {metric}", "Expected best score against the tuning budget")
+                                f"expected best {metric}", "Expected best score against the tuning budget (± 1 sd)")
     lines = [f"{key}: {_fmt(c[0])} after 1 trial → {_fmt(c[-1])} after {len(c)}" for key, c in curves.items()]
     sign = -1 if higher else 1
     # the pairs the study's claims compare (else every pair): does the better one depend on the budget?
@@ -782,8 +783,10 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
                  else "; every curve has flattened by its last trial")
     return [Heading("Tuning budget"),
             Paragraph(f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. "
-                      f"2019; a trial is one searched setting, scored by its mean over the search's seeds; every "
-                      f"trial: [{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: "
+                      f"2019, the best of n of the search's trials drawn without replacement, so that n = all of "
+                      f"them is the search's own best; the band is ± one standard deviation; a trial is one "
+                      f"searched setting, scored by its mean over the search's seeds; every trial: "
+                      f"[{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: "
                       f"{finding}{improving}."),
             Figure(f"{name}/{path.name}", "expected best against the budget", heading=False)]
 

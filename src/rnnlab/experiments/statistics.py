@@ -29,7 +29,7 @@ What the field asks of a comparison over random seeds, and where it is done here
   stop for absence (the difference shown smaller than the claim's smallest effect of interest), also
   at α/K per look. Its false-positive rate is measured by simulation in the tests.
 - **Tuning budgets** — ``expected_max`` (Dodge et al. 2019): the expected best score of n trials drawn
-  from the N a search ran, n = 1…N.
+  without replacement from the N a search ran, n = 1…N, with its standard deviation as a band.
 - **Bounded metrics** — ``clip_to_range``: an interval of a mean, intersected with the metric's range
   (the mean cannot leave it, so the intersection keeps the interval's coverage).
 """
@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 ALPHA = 0.05
 POWER = 0.8
@@ -468,15 +468,41 @@ def sequential_false_positive_rate(plan: SequentialPlan, simulate, tester, trial
     return false / trials
 
 
-def expected_max(scores, n_max: int | None = None, higher_is_better: bool = True) -> np.ndarray:
-    """Dodge et al. 2019's expected best score of n trials, n = 1…N (default N = len(scores)): with the
-    trials' scores sorted, E[max of n] = Σ_i v_(i) ((i/N)^n − ((i−1)/N)^n), sampling with replacement.
-    For a metric where lower is better, the expected minimum."""
+def _max_weights(big_n: int, n: int, replace: bool) -> np.ndarray:
+    """P(the i-th smallest of N scores is the best of n trials), i = 1…N."""
+    i = np.arange(1, big_n + 1)
+    if replace:
+        return (i / big_n) ** n - ((i - 1) / big_n) ** n
+    # without replacement: the best of a random n-subset is v_(i) with probability C(i − 1, n − 1) / C(N, n)
+    log_w = np.full(big_n, -np.inf)
+    ok = i >= n
+    log_w[ok] = (special.gammaln(i[ok]) - special.gammaln(n) - special.gammaln(i[ok] - n + 1)
+                 - (special.gammaln(big_n + 1) - special.gammaln(n + 1) - special.gammaln(big_n - n + 1)))
+    return np.exp(log_w)
+
+
+def expected_max(scores, n_max: int | None = None, higher_is_better: bool = True,
+                 replace: bool = False) -> np.ndarray:
+    """Dodge et al. 2019's expected best score of n trials, n = 1…N (default N = len(scores)), with the
+    trials' scores sorted: E[max of n] = Σ_i v_(i) P(v_(i) is the best of n). Without replacement (the
+    default: the best of n of the N trials the search ran, which for a grid is what n of its points give
+    and for a random search the unbiased estimate of the best of n fresh draws), n ≤ N; with replacement,
+    Dodge et al.'s first estimator (biased low at n near N: it redraws the same trials). For a metric
+    where lower is better, the expected minimum."""
+    return expected_max_band(scores, n_max, higher_is_better, replace)[0]
+
+
+def expected_max_band(scores, n_max: int | None = None, higher_is_better: bool = True,
+                      replace: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(expected best, its standard deviation) of n trials, n = 1…N: the band Dodge et al. draw."""
     v = np.sort(np.asarray(scores, dtype=np.float64))
     if not higher_is_better:
         v = -v[::-1]
     big_n = v.size
     n_max = n_max or big_n
-    i = np.arange(1, big_n + 1)
-    out = np.array([float(np.sum(v * ((i / big_n) ** n - ((i - 1) / big_n) ** n))) for n in range(1, n_max + 1)])
-    return out if higher_is_better else -out
+    if not replace and n_max > big_n:
+        raise ValueError(f"expected_max: {n_max} trials without replacement from a search of {big_n}")
+    weights = [_max_weights(big_n, n, replace) for n in range(1, n_max + 1)]
+    mean = np.array([float(np.sum(v * w)) for w in weights])
+    std = np.sqrt(np.maximum(np.array([float(np.sum(v ** 2 * w)) for w in weights]) - mean ** 2, 0.0))
+    return (mean if higher_is_better else -mean), std
