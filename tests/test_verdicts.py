@@ -311,3 +311,26 @@ def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_
     assert len(values_of(runs, "a", "m")) == 5
     assert judge_claim(CLAIM, runs + [Run("b", 1000 + s, {"m": 9.0 + s}) for s in range(5)],
                        seeds=3).seeds == 3
+
+
+def test_power_is_computed_at_the_level_that_decides_and_holds_in_simulation():
+    """In a family of 8 claims the first claim must pass α/8: the detectable difference and the seeds needed
+    are computed there, and Welch's test at that level, on that many seeds, finds the difference with ≥ 80%
+    power in simulation."""
+    from scipy import stats as scipy_stats
+
+    from rnnlab.experiments.statistics import detectable_difference
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 3), rng.normal(0.0, 1.0, 3)
+    claims = [Claim(f"a beats b ({i})", "a", "b", "m") for i in range(8)]
+    row = verdict_table(claims, {}, {}, _runs(a=a, b=b))[0]
+    spread = np.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
+    assert row.detectable == pytest.approx(detectable_difference(3, 3, spread, alpha=0.05 / 8))
+    assert row.detectable > detectable_difference(3, 3, spread, alpha=0.05)
+    n = row.seeds_needed
+    difference, sa, sb = a.mean() - b.mean(), a.std(ddof=1), b.std(ddof=1)
+    draws = [scipy_stats.ttest_ind(rng.normal(difference, sa, n), rng.normal(0, sb, n), equal_var=False).pvalue
+             for _ in range(4000)]
+    assert np.mean(np.array(draws) < 0.05 / 8) >= 0.78          # 80% up to the simulation's error (±0.7%)
+    assert n > 2 and np.mean(np.array(draws[:2000]) < 0.05 / 8) > 0.7

@@ -132,14 +132,18 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
     return out
 
 
-def power_sentence(n: int) -> str:
-    """The smallest difference ``n`` seeds a side detect, in standard deviations (Welch's test, 80% power)."""
+def power_sentence(n: int, claims: int = 1, level: float = 0.05) -> str:
+    """The smallest difference ``n`` seeds a side detect, in standard deviations (Welch's test, 80% power), at
+    the level that decides the first of ``claims`` claims under Holm's method: ``level`` / ``claims``."""
     if n < 2:
         return "One seed per configuration: no difference can be tested."
-    return (f"With {n} seeds a side, a difference must be about {detectable_difference(n, n):.1f} standard deviations "
-            f"of the runs to be found with 80% power (two-sided α = 0.05); each claim's row gives that smallest "
-            f"detectable difference in its metric's units, and a 'not significant' one the seeds its measured "
-            f"spread would need.")
+    deciding = level / max(claims, 1)
+    at = f"two-sided α = {level:g}" if claims <= 1 else (f"two-sided α = {level:g}/{claims} = {deciding:.3g}, the "
+                                                         f"level Holm's method sets for the first of {claims} claims")
+    return (f"With {n} seeds a side, a difference must be about {detectable_difference(n, n, alpha=deciding):.1f} "
+            f"standard deviations of the runs to be found with 80% power ({at}); each claim's row gives that "
+            f"smallest detectable difference in its metric's units, and a 'not significant' one the seeds its "
+            f"measured spread would need.")
 
 
 def results_table(results: StudyResults) -> tuple[list[str], list[list[str]]]:
@@ -181,7 +185,8 @@ def study_page(results: StudyResults, exp_dir: Path) -> Page:
     verdicts = verdict_tables(results)
     if verdicts:
         blocks += [Heading("Verdicts", anchor="verdicts"), Paragraph(VERDICT_LEGEND, show=ON_PAGES),
-                   Paragraph(power_sentence(results.seeds))]
+                   Paragraph(power_sentence(results.seeds, sum(v.kind == "claim" for v in results.verdicts),
+                                            (results.sequential or {}).get("level", 0.05)))]
         for title, header, rows in verdicts:
             blocks += [Heading(title, 3), Table(header, rows, "verdicts", title)]
         if (exp_dir / CLAIMS_FIGURE).is_file():
@@ -629,7 +634,8 @@ def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) 
                                "the search did, and its searched settings were selected on one seed or two, so "
                                "'tuned' may flatter the configuration that won the search. `rnnlab reproduce NAME "
                                "--tune --publish` replaces them."))
-    sentences = {label: power_sentence(variant.seeds) for label, variant in variants.items()}
+    sentences = {label: power_sentence(variant.seeds, sum(v.kind == "claim" for v in variant.verdicts))
+                 for label, variant in variants.items()}
     if len(set(sentences.values())) == 1:
         parts.append(Paragraph(next(iter(sentences.values()))))
     else:

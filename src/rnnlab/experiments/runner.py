@@ -280,18 +280,25 @@ def _train_looks(exp: Experiment, context: Context, counts: dict[str, int], plan
         trained += train()
         if plan is None:
             break
-        runs = _load_runs(context, counts)
-        open_claims = [c for c in exp.claims if c.text not in decided]
-        for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims},
-                                 level=plan.level):
-            if row.verdict in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
-                decided[row.claim] = dataclasses.replace(row, look=look + 1, level=plan.level)
+        decide_look(exp.claims, decided, _load_runs(context, counts), plan, look)
         if progress:
             print(f"{exp.name}: look {look + 1} of {len(plan.looks)} at {n} seeds: {len(decided)} of "
                   f"{len(exp.claims)} claims decided", file=sys.stderr)
         if len(decided) == len(exp.claims):
             break
     return trained, decided
+
+
+def decide_look(claims: list[Claim], decided: dict[str, Verdict], runs: list[Run], plan: SequentialPlan,
+                look: int) -> None:
+    """One look of a sequential plan: the claims still open judged on their first ``plan.looks[look]`` seeds
+    at the plan's per-look level (Holm over the open claims); those reproduced or not reproduced (significant
+    the other way, or shown below their smallest effect) join ``decided``, and at the last look all do."""
+    n = plan.looks[look]
+    open_claims = [c for c in claims if c.text not in decided]
+    for row in verdict_table(open_claims, {}, {}, runs, seeds={c.text: n for c in open_claims}, level=plan.level):
+        if row.verdict in (REPRODUCED, NOT_REPRODUCED) or n == plan.looks[-1]:
+            decided[row.claim] = dataclasses.replace(row, look=look + 1, level=plan.level)
 
 
 def _verdicts(exp: Experiment, runs: list[Run], plan: SequentialPlan | None, decided: dict[str, Verdict],

@@ -290,7 +290,11 @@ def welch_power(difference: float, std: float, n_a: int, n_b: int, alpha: float 
         df = (va + vb) ** 2 / ((va ** 2 / (n_a - 1) if va else 0.0) + (vb ** 2 / (n_b - 1) if vb else 0.0))
     ncp = abs(difference) / math.sqrt(va + vb)
     crit = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+    upper, lower = float(stats.nct.sf(crit, df, ncp)), float(stats.nct.cdf(-crit, df, ncp))
+    # SciPy's noncentral t returns NaN far in its tails (few df, a large ncp), where the tail is ~0
+    upper = upper if math.isfinite(upper) else float(ncp > crit)
+    lower = lower if math.isfinite(lower) else 0.0
+    return min(1.0, upper + lower)
 
 
 def detectable_difference(n_a: int, n_b: int, std: float = 1.0, power: float = POWER, alpha: float = ALPHA) -> float:
@@ -316,10 +320,19 @@ def seeds_needed(difference: float, std: float, power: float = POWER, alpha: flo
         return None
     if std == 0 and not std_b:
         return 2
-    for n in range(2, most + 1):
-        if welch_power(difference, std, n, n, alpha, std_b) >= power:
-            return n
-    return None
+
+    def enough(n: int) -> bool:
+        return welch_power(difference, std, n, n, alpha, std_b) >= power
+
+    if not enough(most):
+        return None
+    low, high = 1, 2        # power grows with n: double until enough, then bisect (low never enough)
+    while not enough(high):
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
 
 
 def seeds_needed_counts(rate_a: float, rate_b: float, power: float = POWER, alpha: float = ALPHA) -> int | None:

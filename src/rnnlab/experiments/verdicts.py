@@ -115,7 +115,9 @@ def _side(key: str, values: np.ndarray, claim: Claim) -> str:
 def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: float = ALPHA,
                 family: int = 1) -> Verdict:
     """One claim over the runs (the first ``seeds`` seeds), its word from the raw p at ``level``; its
-    absence (below ``smallest_effect``) is tested at level / ``family`` (Bonferroni over the claims)."""
+    absence (below ``smallest_effect``) is tested at level / ``family`` (Bonferroni over the claims), and
+    the seeds it needs and the difference it detects with 80% power are computed at that level too, the
+    first step of Holm's method over the family, which is what a claim must pass to be decided."""
     raw_a, raw_b = values_of(runs, claim.better, claim.metric, seeds), values_of(runs, claim.worse, claim.metric, seeds)
     evidence = f"{_side(claim.better, raw_a, claim)}; {_side(claim.worse, raw_b, claim)}"
     n = min(len(raw_a), len(raw_b))
@@ -136,14 +138,16 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
         result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
     sign = 1.0 if claim.higher_is_better else -1.0
     superiority = st.prob_superiority(raw_a, raw_b) if claim.higher_is_better else st.prob_superiority(raw_b, raw_a)
+    deciding = level / family       # power at the level that decides: Holm's first step over the family
     if count:
-        needed = st.seeds_needed_counts(float(a.mean()), float(b.mean()))
+        needed = st.seeds_needed_counts(float(a.mean()), float(b.mean()), alpha=deciding)
         detectable = None
     else:
         spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
         # Welch's test decides: its power with each side's own spread (a side without spread costs df)
-        needed = st.seeds_needed(result.difference, float(a.std(ddof=1)), std_b=float(b.std(ddof=1)))
-        detectable = st.detectable_difference(len(a), len(b), spread)
+        needed = st.seeds_needed(result.difference, float(a.std(ddof=1)), std_b=float(b.std(ddof=1)),
+                                 alpha=deciding)
+        detectable = st.detectable_difference(len(a), len(b), spread, alpha=deciding)
     verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
                       "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
                       detectable=detectable, values=values, metric=claim.metric, threshold=claim.threshold,
