@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -334,3 +335,73 @@ def test_power_is_computed_at_the_level_that_decides_and_holds_in_simulation():
              for _ in range(4000)]
     assert np.mean(np.array(draws) < 0.05 / 8) >= 0.78          # 80% up to the simulation's error (±0.7%)
     assert n > 2 and np.mean(np.array(draws[:2000]) < 0.05 / 8) > 0.7
+
+
+NUMBER = r"(-?[\d.]+(?:e-?\d+)?)"
+
+
+def _cells_of_verdict_tables(page: str) -> list[tuple[str, str]]:
+    """(row label, cell) for every verdict cell in a page's Verdicts tables."""
+    section = page.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for line in section.splitlines():
+        if line.startswith("| ") and "**" in line:
+            parts = [p.strip() for p in line.strip("|").split(" | ")]
+            out += [(parts[0], cell) for cell in parts[1:] if cell.startswith("**")]
+    return out
+
+
+def test_no_published_page_prints_a_p_or_an_interval_that_disagrees_with_its_word():
+    """Every verdict cell of every study page: the Holm p printed beside a word decides it, and the interval
+    printed beside it agrees (a claim's excludes 0 exactly when it is significant; a published single run's
+    prediction interval lies beyond published ± tolerance when it differs, within it when it matches)."""
+    checked = 0
+    for page_path in sorted(PUBLISHED.glob("*.md")):
+        page = page_path.read_text()
+        if "## Verdicts" not in page:
+            continue
+        for label, cell in _cells_of_verdict_tables(page):
+            word = re.match(r"\*\*([^*]+)\*\*", cell).group(1)
+            holm = re.search(rf"Holm-adjusted p = {NUMBER}", cell)
+            if holm is None:
+                continue
+            p = float(holm.group(1))
+            where = f"{page_path.name}: {label}: {word}"
+            if "(published)" not in label:          # a claim
+                interval = re.search(rf"difference {NUMBER} \[{NUMBER}, {NUMBER}\]", cell)
+                significant = word == "reproduced" or (word == "not reproduced" and "smallest effect" not in cell)
+                assert significant == (p < 0.05), where
+                if interval:
+                    low, high = float(interval.group(2)), float(interval.group(3))
+                    assert (low > 0 or high < 0) == (p < 0.05), where
+            else:
+                assert word.startswith(("matches", "differs")) == (p < 0.05), where
+                single = "one run of ours against the published run" in cell
+                pi = re.search(rf"prediction interval \[{NUMBER}, {NUMBER}\]", cell)
+                value = re.search(rf"= {NUMBER} \(published\)", label)
+                tolerance = re.search(rf"tolerance ±{NUMBER}", cell)
+                if single and pi and value and tolerance:
+                    low, high = float(pi.group(1)), float(pi.group(2))
+                    y, d = float(value.group(1)), float(tolerance.group(1))
+                    slack = 1e-4 * max(1.0, abs(y))            # the page's rounding
+                    beyond = high < y - d + slack or low > y + d - slack
+                    within = low >= y - d - slack and high <= y + d + slack
+                    if word.startswith("differs"):
+                        assert beyond, where
+                    elif word.startswith("matches"):
+                        assert within, where
+                    else:
+                        assert not (beyond and low > y + d + slack or high < y - d - slack) and not (
+                            within and low > y - d + slack and high < y + d - slack), where
+            checked += 1
+    assert checked > 150
+    # the cell benchmark: the word follows the deciding p, 'same' holds exactly when the 90% interval is within
+    cells = json.loads((PUBLISHED / "cells.json").read_text())
+    margins = {t["name"]: t["same_margin"] for t in cells["tasks"]}
+    for f in cells["comparisons"]:
+        assert f["word"].startswith("not significant") == (f["p_holm"] >= 0.05)
+        assert f["equivalent"] == (-margins[f["task"]] < f["low90"] and f["high90"] < margins[f["task"]])
+    for claim in cells["claims"]:
+        same = [f for f in cells["comparisons"] if (f["a"], f["b"]) == (claim["a"], claim["b"])]
+        if claim["relation"] == "same":
+            assert claim["holds"] == [f["task"] for f in same if f["equivalent"]]

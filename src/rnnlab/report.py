@@ -86,11 +86,30 @@ def _cell(row: dict, metric: str) -> str:
 
 
 def _p(p: float | None) -> str:
-    return "–" if p is None else f"{p:.2g}"
+    """A p to two significant digits, or more where two would put it on the other side of a level it is
+    judged at (0.0498 shown as 0.05 beside 'reproduced')."""
+    if p is None:
+        return "–"
+    for digits in (2, 3, 4, 6):
+        shown = f"{p:.{digits}g}"
+        if all((float(shown) < level) == (p < level) for level in (0.05, 0.05 / 3, 0.01)):
+            return shown
+    return f"{p:.3e}"
 
 
 def _interval(low: float | None, high: float | None) -> str:
     return "" if low is None else f" [{_fmt(low)}, {_fmt(high)}]"
+
+
+def _verdict_interval(v: Verdict) -> str:
+    """A claim's interval, and its coverage where the deciding (Holm-adjusted) p sets another than 95%."""
+    if v.low is None:
+        return (" (no interval: with no spread on either side, the exact p cannot fall below this level)"
+                if v.kind != "published" and v.p_value is not None and v.difference is not None else "")
+    shown = _interval(v.low, v.high)
+    if v.coverage is not None:
+        shown += f" ({100 * v.coverage:.3g}% interval: the level Holm's adjusted p implies)"
+    return shown
 
 
 def _power(v: Verdict) -> str:
@@ -112,7 +131,7 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
     """(title, header, rows) for the claims and for the published numbers, verdict first."""
     out = []
     claims = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
-               _fmt(v.difference) + _interval(v.low, v.high), v.test, _p(v.p_value),
+               _fmt(v.difference) + _verdict_interval(v), v.test, _p(v.p_value),
                _p(v.p_adjusted), _p(v.p_exact),
                "–" if v.prob_superiority is None else f"{v.prob_superiority:.2f}", _power(v), v.reason or "–"]
               for v in results.verdicts if v.kind == "claim"]
@@ -128,7 +147,7 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
     if published:
         out.append(("Published numbers against ours",
                     ["verdict", "published", "ours", "ours − published [95% CI]", "tolerance",
-                     "one run of ours (95% prediction)", "test", "p (Holm)", "measured reason"], published))
+                     "one run of ours (prediction interval)", "test", "p (Holm)", "measured reason"], published))
     return out
 
 
@@ -214,10 +233,13 @@ VERDICT_LEGEND = (
     "N seeds: the test cannot tell. Continuous metrics: Welch's t-test and interval, with the exact permutation p "
     "beside it at ≤ 10 seeds a side; per-seed successes: the exact unconditional score test (Barnard) and the interval "
     "that inverts it. P(A>B): the chance that a seed of the claimed better configuration beats one of the other, over "
-    "all pairs. Published numbers (their own Holm family): matches (within ±δ): two one-sided tests put our mean "
-    "inside the published value ± its tolerance δ; differs: our 95% interval lies beyond the tolerance; inconclusive "
-    "with N seeds: neither. A published figure is usually one run: the 95% prediction interval says where one of our "
-    "runs would fall.")
+    "all pairs. Every interval printed beside a claim is the one its deciding p implies (the level Holm's adjusted p "
+    "sets), so it excludes 0 exactly when the claim is significant. Published numbers (their own Holm family): a "
+    "paper's number on a continuous metric is one run of the paper's, judged against where one run of ours falls: "
+    "differs when our prediction interval lies beyond the published value ± its tolerance δ, matches (within ±δ) when "
+    "it lies within (two one-sided prediction tests), inconclusive with N seeds: neither; a published rate or range "
+    "is tested against our rate or mean (matches: two one-sided tests put it inside ±δ; differs: our interval lies "
+    "beyond).")
 
 def write_html(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.html"
@@ -460,13 +482,13 @@ def verdict_cell(v: Verdict) -> str:
     """One verdict in one table cell: the outcome first, then the numbers behind it."""
     text = f"**{v.verdict}**: {v.evidence}"
     if v.difference is not None:
-        text += f"; difference {_fmt(v.difference)}" + _interval(v.low, v.high)
+        text += f"; difference {_fmt(v.difference)}" + _verdict_interval(v)
     if v.p_value is not None:
-        text += f", p = {v.p_value:.2g} ({v.test})"
+        text += f", p = {_p(v.p_value)} ({v.test})"
     if v.p_adjusted is not None and v.kind in ("claim", "published"):
-        text += f", Holm-adjusted p = {v.p_adjusted:.2g} (decides)"
+        text += f", Holm-adjusted p = {_p(v.p_adjusted)} (decides)"
     if v.p_exact is not None:
-        text += f", exact permutation p = {v.p_exact:.2g}"
+        text += f", exact permutation p = {_p(v.p_exact)}"
     if v.prob_superiority is not None:
         text += f", P(A>B) = {v.prob_superiority:.2f}"
     if v.kind == "claim" and _power(v) != "–":
@@ -476,7 +498,8 @@ def verdict_cell(v: Verdict) -> str:
     if v.tolerance is not None:
         text += f"; tolerance ±{v.tolerance:.3g} ({v.tolerance_why})"
     if v.prediction_low is not None:
-        text += f"; one run of ours, 95% prediction interval {_prediction(v)}"
+        coverage = 95 if v.coverage is None else 100 * v.coverage
+        text += f"; one run of ours, {coverage:.3g}% prediction interval {_prediction(v)}"
     return text
 
 
@@ -952,7 +975,7 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
         Table(["task", "a", "b", "a − b [95% CI]", "p (exact permutation)", "p (Holm: decides)", "P(a better)",
                "verdict", "90% CI: same?"],
               [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} [{f['low']:+.3g}, {f['high']:+.3g}]",
-                f"{f['p_exact']:.2g}", f"{f['p_holm']:.2g}", f"{f['p_a_better']:.2f}", f["word"],
+                _p(f["p_exact"]), _p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
                 f"[{f['low90']:+.3g}, {f['high90']:+.3g}]: " + ("within" if f["equivalent"] else "not within") +
                 f" ±{margins[f['task']]:g}"]
                for f in results["comparisons"]]),

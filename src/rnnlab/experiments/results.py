@@ -76,10 +76,12 @@ class Verdict:
     kind: str = ""                       # "claim" or "published"
     look: int | None = None              # under a sequential plan: the look that decided the claim
     level: float | None = None           # and the significance level of that look
+    coverage: float | None = None        # of the printed interval: the level the deciding p implies (None: 95%)
     if_significant: str = field(default="", compare=False, repr=False)   # the word a significant p gives (not stored)
+    interval_at: Any = field(default=None, compare=False, repr=False)    # alpha -> (low, high) (not stored)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "if_significant"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("if_significant", "interval_at")}
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Verdict:

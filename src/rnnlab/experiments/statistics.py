@@ -222,14 +222,25 @@ def score_test_exact(ka: int, na: int, kb: int, nb: int, delta: float = 0.0) -> 
 
 
 def count_interval(ka: int, na: int, kb: int, nb: int, alpha: float = ALPHA) -> tuple[float, float]:
-    """The differences pa − pb that the exact score test does not reject at ``alpha`` (its inversion):
-    the interval is on the grid of hundredths, widened to the next hundredth."""
+    """The differences pa − pb that the exact score test does not reject at ``alpha`` (its inversion): found
+    on the grid of hundredths, each end then refined by bisection to the test's own boundary."""
     grid = np.round(np.arange(-0.99, 1.0, 0.01), 2)
     kept = [d for d in grid if score_test_exact(ka, na, kb, nb, float(d)) >= alpha]
     observed = ka / na - kb / nb
     if not kept:
         return observed, observed
-    return max(-1.0, min(kept) - 0.01), min(1.0, max(kept) + 0.01)
+
+    def edge(inside: float, outside: float) -> float:
+        """The boundary between a kept and a rejected difference, by bisection: a printed end that the test
+        rejects (a 0 at the edge of an interval beside a significant p) is never shown."""
+        if outside <= -1.0 or outside >= 1.0:
+            return max(-1.0, min(1.0, outside))
+        for _ in range(30):
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if score_test_exact(ka, na, kb, nb, mid) >= alpha else (inside, mid)
+        return inside
+
+    return edge(min(kept), min(kept) - 0.01), edge(max(kept), max(kept) + 0.01)
 
 
 def compare_counts(a, b, alpha: float = ALPHA) -> Difference:

@@ -132,10 +132,20 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
     a, b = (_successes(raw_a, claim), _successes(raw_b, claim)) if claim.threshold is not None else (raw_a, raw_b)
     result = st.compare_counts(a, b) if count else st.compare_means(a, b)
     bounds = metric_info(claim.metric).bounds
-    if bounds is not None and not count:    # a difference of accuracies cannot pass ± their range
-        span = bounds[1] - bounds[0]
-        low, high = st.clip_to_range(result.low, result.high, (-span, span))
-        result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
+
+    def interval_at(alpha: float) -> tuple[float | None, float | None]:
+        """The difference's interval at ``alpha``, the same test inverted (None, None: no interval excludes
+        anything, as for constant sides whose exact p cannot fall below alpha)."""
+        again = st.compare_counts(a, b, alpha) if count else st.compare_means(a, b, alpha)
+        if again.low == again.high and again.p >= alpha:
+            return None, None
+        if bounds is not None and not count:    # a difference of accuracies cannot pass ± their range
+            span = bounds[1] - bounds[0]
+            return st.clip_to_range(again.low, again.high, (-span, span))
+        return again.low, again.high
+
+    low, high = interval_at(ALPHA)
+    result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
     sign = 1.0 if claim.higher_is_better else -1.0
     superiority = st.prob_superiority(raw_a, raw_b) if claim.higher_is_better else st.prob_superiority(raw_b, raw_a)
     deciding = level / family       # power at the level that decides: Holm's first step over the family
@@ -151,7 +161,8 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
     verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
                       "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
                       detectable=detectable, values=values, metric=claim.metric, threshold=claim.threshold,
-                      if_significant=REPRODUCED if sign * result.difference > 0 else NOT_REPRODUCED)
+                      if_significant=REPRODUCED if sign * result.difference > 0 else NOT_REPRODUCED,
+                      interval_at=interval_at)
     verdict.reason = _absence(claim, a, b, count, level / family)
     decide_claim(verdict, result.p, level)
     return verdict
@@ -176,10 +187,23 @@ def _absence(claim: Claim, a: np.ndarray, b: np.ndarray, count: bool, level: flo
     return ""
 
 
+def implied_level(p_raw: float, p_adjusted: float, level: float) -> float:
+    """The per-comparison level at which the raw p decides as the adjusted p does at ``level`` (Holm's
+    adjusted p is the raw p times a factor ≥ 1): an interval at 1 − this excludes 0 exactly when the
+    adjusted p is below ``level``."""
+    return level if p_adjusted <= 0 or p_raw <= 0 else level * min(1.0, p_raw / p_adjusted)
+
+
 def decide_claim(verdict: Verdict, p: float, level: float) -> None:
     """The word of a claim from its (adjusted) p at ``level``. A difference shown to lie below the claim's
-    smallest effect of interest (``verdict.reason``) does not bear the claim out, significant or not."""
+    smallest effect of interest (``verdict.reason``) does not bear the claim out, significant or not. The
+    interval printed is the one the deciding p implies (``implied_level``), so that it excludes 0 exactly
+    when the claim is significant."""
     verdict.p_adjusted = p
+    if verdict.interval_at is not None and verdict.p_value is not None:
+        alpha = implied_level(verdict.p_value, p, level)
+        verdict.low, verdict.high = verdict.interval_at(alpha)
+        verdict.coverage = None if math.isclose(alpha, ALPHA) else 1 - alpha
     if verdict.reason:
         verdict.verdict = NOT_REPRODUCED
     elif p < level:
@@ -276,13 +300,23 @@ def _judge_single_run(claim: str, evidence: str, values: np.ndarray, value: floa
     verdict = Verdict(claim, evidence, result.estimate - value, None, None, "", None, "", reason, seeds=len(values),
                       tolerance=tolerance, tolerance_why=why, prediction_low=result.low,
                       prediction_high=result.high)
-    if abs(result.estimate - value) <= tolerance:
-        verdict.test = ("one run of ours against the published run: two one-sided prediction tests (our 90% "
+    matching = abs(result.estimate - value) <= tolerance
+
+    def interval_at(alpha: float) -> tuple[float, float, float]:
+        """Where one run of ours falls, at the coverage the deciding test has at ``alpha``: 1 − 2·alpha for the
+        two one-sided prediction tests of a match, 1 − alpha for a difference."""
+        coverage = 1 - 2 * alpha if matching else 1 - alpha
+        low, high = st.clip_to_range(*st.prediction_interval(values, 1 - coverage), info.bounds)
+        return low, high, coverage
+
+    verdict.interval_at = interval_at
+    if matching:
+        verdict.test = ("one run of ours against the published run: two one-sided prediction tests (our "
                         "prediction interval within the tolerance)")
         verdict.p_value, verdict.if_significant = result.p_matches, f"matches (within ±{tolerance:.3g})"
     else:
         verdict.test = ("one run of ours against the published run: prediction test against the tolerance's "
-                        "nearer edge (our 95% prediction interval beyond it)")
+                        "nearer edge (our prediction interval beyond it)")
         distance = result.estimate - value
         side = "higher" if distance > 0 else "lower"
         better = "" if info.higher_is_better is None else \
@@ -302,7 +336,13 @@ def _published_test(count: bool, inside: bool = True) -> str:
 
 
 def decide_published(verdict: Verdict, p: float, level: float) -> None:
+    """The word of a published number from its (adjusted) p at ``level``; a single run's prediction interval is
+    printed at the level that p implies (``implied_level``), so that it agrees with the word."""
     verdict.p_adjusted = p
+    if verdict.interval_at is not None and verdict.p_value is not None:
+        alpha = implied_level(verdict.p_value, p, level)
+        verdict.prediction_low, verdict.prediction_high, coverage = verdict.interval_at(alpha)
+        verdict.coverage = None if math.isclose(coverage, 1 - ALPHA) else coverage
     verdict.verdict = verdict.if_significant if p < level else inconclusive(verdict.seeds)
     if verdict.verdict.startswith("matches"):
         verdict.reason = ""
