@@ -280,4 +280,4 @@ def test_the_sequential_plan_keeps_the_family_wise_error_of_several_claims_at_or
     false, found = sequential_family_error(means, trials=600)
     assert false <= 0.05
     if means["e"] != means["f"]:
-        assert found > 0.95          # a 1.5-standard-deviation difference is decided by 20 seeds
+        assert found > 0.9           # a 1.5-standard-deviation difference: decided by 20 seeds in 95% (3,000 runs)
