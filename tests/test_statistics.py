@@ -281,3 +281,20 @@ def test_the_sequential_plan_keeps_the_family_wise_error_of_several_claims_at_or
     assert false <= 0.05
     if means["e"] != means["f"]:
         assert found > 0.9           # a 1.5-standard-deviation difference: decided by 20 seeds in 95% (3,000 runs)
+
+
+def test_power_for_counts_is_the_exact_tests_own_and_agrees_with_simulation():
+    """The seeds a count claim needs come from the exact power of the test that decides it (Barnard's score
+    test), checked here by simulating that test; the normal approximation it replaced said fewer."""
+    assert np.allclose(S.score_test_all(6, 8), [[S.score_test_exact(x, 6, y, 8) for y in range(9)] for x in range(7)])
+    level = 0.05 / 3
+    needed = S.seeds_needed_counts(0.2, 0.0, alpha=level)
+    rng = np.random.default_rng(0)
+    hits = [S.score_test_exact(int(rng.binomial(needed, 0.2)), needed, int(rng.binomial(needed, 0.0)), needed) < level
+            for _ in range(3000)]
+    assert S.power_counts(0.2, 0.0, needed, level) == pytest.approx(np.mean(hits), abs=0.025)
+    assert S.power_counts(0.2, 0.0, needed, level) >= 0.8
+    assert all(S.power_counts(0.2, 0.0, n, level) < 0.8 for n in range(2, needed))
+    h = 2 * np.arcsin(np.sqrt(0.2))
+    normal = int(np.ceil(2 * ((stats.norm.ppf(1 - level / 2) + stats.norm.ppf(0.8)) / h) ** 2))
+    assert normal < needed

@@ -346,13 +346,45 @@ def seeds_needed(difference: float, std: float, power: float = POWER, alpha: flo
     return high
 
 
-def seeds_needed_counts(rate_a: float, rate_b: float, power: float = POWER, alpha: float = ALPHA) -> int | None:
-    """Seeds per side to tell two success rates apart with ``power`` (Cohen's h, normal approximation)."""
+@functools.lru_cache(maxsize=256)
+def score_test_all(na: int, nb: int) -> np.ndarray:
+    """``score_test_exact``'s p (delta = 0) of every table (xa, xb), shape (na + 1, nb + 1), at once: the
+    tables sorted by how far their score statistic lies from 0, each table's tail is a cumulative sum."""
+    z = np.abs(_score_statistics(na, nb, 0.0)).ravel()
+    order = np.argsort(-z, kind="stable")
+    pb = np.linspace(0.0, 1.0, _NUISANCE_GRID)
+    prob = (stats.binom.pmf(np.arange(na + 1)[None, :], na, pb[:, None])[:, :, None]
+            * stats.binom.pmf(np.arange(nb + 1)[None, :], nb, pb[:, None])[:, None, :]).reshape(pb.size, -1)
+    tails = np.cumsum(prob[:, order], axis=1)
+    sorted_z = z[order]
+    # ties (and z within 1e-9 of a table's own) count as extreme: each table takes the tail through its last tie
+    last = np.searchsorted(-sorted_z, -(sorted_z - 1e-9), side="right") - 1
+    p_sorted = np.minimum(1.0, tails[:, last].max(axis=0))
+    p = np.empty_like(p_sorted)
+    p[order] = p_sorted
+    return p.reshape(na + 1, nb + 1)
+
+
+def power_counts(rate_a: float, rate_b: float, n: int, alpha: float = ALPHA) -> float:
+    """Exact power of the test that decides a count claim (the exact unconditional score test) at ``alpha``,
+    n seeds a side: the probability of the tables it rejects when the true rates are rate_a and rate_b."""
+    reject = score_test_all(n, n) < alpha
+    ways = np.outer(stats.binom.pmf(np.arange(n + 1), n, rate_a), stats.binom.pmf(np.arange(n + 1), n, rate_b))
+    return float(ways[reject].sum())
+
+
+def seeds_needed_counts(rate_a: float, rate_b: float, power: float = POWER, alpha: float = ALPHA,
+                        most: int = 120) -> int | None:
+    """The fewest seeds per side with which the exact unconditional score test tells two success rates apart
+    with ``power`` at ``alpha`` (its exact power, ``power_counts``, which is not monotone in n: the first n that
+    reaches it), or None up to ``most``."""
     h = abs(2 * math.asin(math.sqrt(rate_a)) - 2 * math.asin(math.sqrt(rate_b)))
-    if h == 0:
-        return None
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    return max(2, math.ceil(2 * (z / h) ** 2))
+    if h == 0 or 2 * ((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / h) ** 2 > 2 * most:
+        return None         # Cohen's h puts it far beyond ``most``: not worth the exact scan
+    for n in range(2, most + 1):
+        if power_counts(rate_a, rate_b, n, alpha) >= power:
+            return n
+    return None
 
 
 # -- published numbers -----------------------------------------------------------------------------
