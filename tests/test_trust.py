@@ -210,12 +210,26 @@ def test_publishing_refuses_folders_it_did_not_publish_and_replaces_only_its_own
         (stage / "report.md").write_text("second")
     assert (dest / "report.md").read_text() == "second" and not (dest / "figures" / "old.png").exists()
     assert (dest / "notes.txt").read_text() == "a reader's notes"
-    assert read_json(dest / MANIFEST)["files"] == {"report.md": "sweep a.toml"}
+    assert {rel: e["owner"] for rel, e in read_json(dest / MANIFEST)["files"].items()} == {"report.md": "sweep a.toml"}
     with pytest.raises(ValueError, match="would replace report.md, which sweep b.toml did not publish"):
         with staged_publish(dest, "sweep b.toml") as stage:
             (stage / "report.md").write_text("theirs")
             (stage / "new.md").write_text("new")
     assert (dest / "report.md").read_text() == "second" and not (dest / "new.md").exists()
+    # a manifest travels with the folder: its word alone never lets rnnlab replace or remove a file. One that
+    # claims the reader's notes, or a page edited since it was published, is refused
+    manifest = read_json(dest / MANIFEST)
+    manifest["files"]["notes.txt"] = {"owner": "sweep a.toml", "sha256": "0" * 64}
+    (dest / MANIFEST).write_text(json.dumps(manifest))
+    (dest / "report.md").write_text("edited by hand")
+    for change in ("notes.txt", "report.md"):
+        with pytest.raises(ValueError, match=f"would replace {change}, which sweep a.toml did not publish there"):
+            with staged_publish(dest, "sweep a.toml") as stage:
+                (stage / change).write_text("rnnlab's new version")
+        with staged_publish(dest, "sweep a.toml") as stage:      # nor remove it
+            (stage / change).unlink()
+    assert (dest / "notes.txt").read_text() == "a reader's notes" and (dest / "report.md").read_text() == \
+        "edited by hand"
 
 
 def test_a_sweep_publish_into_a_study_s_folder_or_the_working_folder_is_refused(tmp_path, capsys, monkeypatch):
@@ -268,12 +282,15 @@ def test_republishing_a_study_keeps_what_others_put_beside_its_page(tmp_path, ca
     write_published(out, "tiny", dest)
     (dest / "tiny" / "notes.txt").write_text("a co-author's notes")
     (dest / "other.md").write_text("another page")
-    (dest / "tiny.md").write_text("an old version of the page")
     write_published(out, "tiny", dest)
     assert (dest / "tiny" / "notes.txt").read_text() == "a co-author's notes"
     assert (dest / "other.md").read_text() == "another page"
     assert (dest / "tiny.md").read_text().startswith("# A tiny study")
-    assert read_json(dest / MANIFEST)["files"]["tiny.md"] == "study tiny"
+    assert read_json(dest / MANIFEST)["files"]["tiny.md"]["owner"] == "study tiny"
+    (dest / "tiny.md").write_text("the page, edited by hand")       # not what rnnlab wrote: never replaced
+    with pytest.raises(ValueError, match="would replace tiny.md, which study tiny did not publish there"):
+        write_published(out, "tiny", dest)
+    assert (dest / "tiny.md").read_text() == "the page, edited by hand"
 
 
 def test_runs_whose_settings_changed_are_set_aside_not_deleted(tmp_path, capsys, monkeypatch):

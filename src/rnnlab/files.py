@@ -8,6 +8,7 @@ a sweep or a published page goes through them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,14 @@ MANIFEST = ".rnnlab-manifest.json"
 
 
 def _umask() -> int:
+    """The process's umask, read without setting it where Linux shows it (setting and restoring it races
+    with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -160,16 +169,35 @@ def set_aside(path: str | Path, why: str, root: str | Path) -> Path:
 
 # -- publishing ----------------------------------------------------------------------------------------
 
-def read_manifest(dest: str | Path) -> dict[str, str] | None:
-    """The files rnnlab published into ``dest`` (relative path → who wrote it: "study reber", "sweep
-    FILE"), or None when it holds no manifest."""
+def read_manifest(dest: str | Path) -> dict[str, tuple[str, str | None]] | None:
+    """The files rnnlab published into ``dest``: relative path → (who wrote it: "study reber", "sweep
+    FILE"; the sha256 of what it wrote), or None when the folder holds no manifest."""
     path = Path(dest) / MANIFEST
     if not path.is_file():
         return None
     files = read_json(path).get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ValueError(f"{path}: expected {{\"files\": {{relative path: owner}}}}")
-    return files
+    entries = {}
+    for rel, entry in (files.items() if isinstance(files, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("owner"), str):
+            entries[rel] = (entry["owner"], entry.get("sha256") if isinstance(entry.get("sha256"), str) else None)
+        elif isinstance(entry, str):      # an entry without the hash of what was written owns nothing
+            entries[rel] = (entry, None)
+        else:
+            raise ValueError(f"{path}: expected {{\"files\": {{relative path: {{\"owner\": …, \"sha256\": …}}}}}}")
+    if not isinstance(files, dict):
+        raise ValueError(f"{path}: expected {{\"files\": {{relative path: {{\"owner\": …, \"sha256\": …}}}}}}")
+    return entries
+
+
+def _sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _owned(manifest: dict[str, tuple[str, str | None]], folder: Path, rel: str, owner: str) -> bool:
+    """Whether ``rel`` is a file ``owner`` published in ``folder`` and nobody changed since: a manifest is data
+    that travels with the folder, so its word alone never lets rnnlab replace or remove a file."""
+    entry = manifest.get(rel)
+    return entry is not None and entry[0] == owner and entry[1] is not None and entry[1] == _sha256_of(folder / rel)
 
 
 def check_publish_folder(dest: str | Path) -> Path:
@@ -215,7 +243,7 @@ def staged_publish(dest: str | Path, owner: str) -> Iterator[Path]:
         before, after = _files_under(dest) if dest.is_dir() else {}, _files_under(stage)
         write = {rel: path.read_bytes() for rel, path in after.items()
                  if rel not in before or before[rel].read_bytes() != path.read_bytes()}
-        removed = [rel for rel in before if rel not in after and manifest.get(rel) == owner]
+        removed = [rel for rel in before if rel not in after and _owned(manifest, dest, rel, owner)]
         publish_files(dest, write, owner, removed)
 
 
@@ -230,23 +258,24 @@ def publish_files(folder: str | Path, files: dict[str, bytes | None], owner: str
     for rel in files:
         if Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise ValueError(f"--publish {folder}: refusing a file outside the folder: {rel}")
-    theirs = sorted(rel for rel in [*files, *remove] if (folder / rel).exists() and manifest.get(rel) != owner)
+    theirs = sorted(rel for rel in [*files, *remove]
+                    if (folder / rel).exists() and not _owned(manifest, folder, rel, owner))
     if theirs:
         shown = ", ".join(theirs[:5]) + (" …" if len(theirs) > 5 else "")
-        raise ValueError(f"--publish {folder}: would replace {shown}, which {owner} did not publish there; "
-                         "nothing was written")
+        raise ValueError(f"--publish {folder}: would replace {shown}, which {owner} did not publish there (or which "
+                         "was changed since); nothing was written")
     if check_only:
         return
     for rel, content in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / rel, lambda f, content=content: f.write(content))
-        manifest[rel] = owner
+        manifest[rel] = (owner, hashlib.sha256(content).hexdigest())
     for rel in remove:
         (folder / rel).unlink(missing_ok=True)
         manifest.pop(rel, None)
-    for rel in [rel for rel in manifest if not (folder / rel).is_file()]:
-        manifest.pop(rel)
-    write_text(folder / MANIFEST, json.dumps({"files": dict(sorted(manifest.items()))}, indent=1) + "\n")
+    entries = {rel: {"owner": who, "sha256": digest} for rel, (who, digest) in sorted(manifest.items())
+               if (folder / rel).is_file()}
+    write_text(folder / MANIFEST, json.dumps({"files": entries}, indent=1) + "\n")
 
 
 def inside(root: str | Path, relative: str | Path, what: str) -> Path:

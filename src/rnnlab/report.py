@@ -406,12 +406,19 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
 def republish_sweep_comparisons(report: str | Path) -> Path:
     """Recompute a published sweep's best-per-group table and its comparisons from the trials published
     beside it (``trials.csv``, matched to the sweep file's trials by id) with today's statistics, and
-    rewrite those two sections of its ``report.md``; its figures and trial table, measured then, stay."""
+    rewrite those two sections of its ``report.md``; its figures and trial table, measured then, stay.
+    Written through a staging copy, like every publish (``files.staged_publish``)."""
+    report = Path(report)
+    source = re.search(r"rnnlab sweep (\S+\.toml)", report.read_text()).group(1)
+    with staged_publish(report.parent, f"sweep {Path(source).name}") as stage:
+        _republish_sweep_comparisons(stage / report.name, source)
+    return report
+
+
+def _republish_sweep_comparisons(report: Path, source: str) -> None:
     from rnnlab.experiments.sweeps import compare_first_axis, load_sweep, summarize
 
-    report = Path(report)
     text = report.read_text()
-    source = re.search(r"rnnlab sweep (\S+\.toml)", text).group(1)
     sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
     by_id = {t.id: t for t in sweep.trials()}
     records = []
@@ -436,7 +443,6 @@ def republish_sweep_comparisons(report: str | Path) -> Path:
         text = text[:start] + "\n".join(["## Compared at each point", "", COMPARISON_NOTE, "", md_table(*compared),
                                          ""]) + "\n" + text[end:]
     report.write_text(text)
-    return report
 
 
 def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
@@ -699,10 +705,16 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     """Recompute the verdicts of the published page ``dest/NAME.md`` from the runs published beside it
     (``NAME/runs.csv``, ``NAME/tuned-runs.csv``) with today's statistics, and rewrite its 'In short' and
     'Verdicts' sections (and the claims' strips of dots), and its 'Tuning budget' from the search trials
-    beside it (``NAME/search-trials.csv``); the rest of the page, measured then, stays."""
+    beside it (``NAME/search-trials.csv``); the rest of the page, measured then, stays. Written through
+    a staging copy, like every publish (``files.staged_publish``)."""
+    with staged_publish(dest, f"study {name}") as stage:
+        _republish_verdicts(name, stage)
+    return Path(dest) / f"{name}.md"
+
+
+def _republish_verdicts(name: str, dest: Path) -> Path:
     from rnnlab.experiments.studies import EXPERIMENTS
 
-    dest = Path(dest)
     page, exp = dest / f"{name}.md", EXPERIMENTS[name]
     variants: dict[str, Variant] = {}
     for label, file in RUNS_CSV.items():
@@ -910,7 +922,7 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
     path.write_text(markdown(Page(first.title.removesuffix(" (tuned)"), blocks)))
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
-    return republish_verdicts(name, dest)
+    return _republish_verdicts(name, dest)
 
 
 def _seeds_of(runs: list[Run]) -> int:

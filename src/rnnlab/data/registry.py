@@ -273,8 +273,9 @@ def fetch(dataset_name: str, timeout: float = 60.0, force: bool = False) -> list
     for f in dataset.files:
         present = find_file(dataset_name, f.name)
         if present is not None and not force:
-            if f.sha256 is not None and _cached_sha256(present) != f.sha256:
-                raise DataError(f"{present}: present but its sha256 {_cached_sha256(present)} does not match the "
+            digest = _cached_sha256(present) if f.sha256 is not None else None
+            if digest is not None and digest != f.sha256:
+                raise DataError(f"{present}: present but its sha256 {digest} does not match the "
                                 f"pinned {f.sha256}; move it away and fetch again (rnnlab never deletes a file it did "
                                 "not download)")
             lines.append(f"{f.name}: present at {present}" + (" (verified)" if f.sha256 else ""))
