@@ -266,7 +266,8 @@ def check_memory(settings: dict[str, Any], task: Task) -> None:
     except (ValueError, OSError, AttributeError):
         return
     if needed > total:
-        raise ValueError(f"--hidden {settings['hidden']}: {count:,} parameters need about {needed / 2**30:.1f} GiB "
+        raise ValueError(f"--hidden {settings['hidden']} (--layers {settings['layers']}, --cell {settings['cell']}): "
+                         f"{count:,} parameters need about {needed / 2**30:.1f} GiB "
                          f"({PARAMETER_COPIES} copies in {settings['dtype']}), more than this machine's "
                          f"{total / 2**30:.1f} GiB")
 
