@@ -520,7 +520,7 @@ def test_a_run_trained_on_jax_is_evaluated_on_numpy_where_jax_is_missing(tmp_pat
 def test_a_model_too_large_for_the_machine_is_refused_before_allocating(tmp_path, capsys):
     started = time.perf_counter()
     code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "100000000", "--out", tmp_path / "run")
-    assert code == 2 and "--hidden 100000000:" in err and "GiB" in err
+    assert code == 2 and "--hidden 100000000 (--layers 1, --cell rnn):" in err and "GiB" in err
     assert time.perf_counter() - started < 30
 
 
