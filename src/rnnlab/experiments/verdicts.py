@@ -136,13 +136,15 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
     def interval_at(alpha: float) -> tuple[float | None, float | None]:
         """The difference's interval at ``alpha``, the same test inverted (None, None: no interval excludes
         anything, as for constant sides whose exact p cannot fall below alpha)."""
-        again = st.compare_counts(a, b, alpha) if count else st.compare_means(a, b, alpha)
-        if again.low == again.high and again.p >= alpha:
-            return None, None
-        if bounds is not None and not count:    # a difference of accuracies cannot pass ± their range
+        if count:
+            return st.count_interval(int(a.sum()), a.size, int(b.sum()), b.size, alpha)
+        if np.ptp(a) == 0 and np.ptp(b) == 0:      # the exact permutation p decides: the observed difference or none
+            return (result.difference, result.difference) if result.p < alpha else (None, None)
+        low, high = st.welch(a, b, alpha)[1:3]
+        if bounds is not None:      # a difference of accuracies cannot pass ± their range
             span = bounds[1] - bounds[0]
-            return st.clip_to_range(again.low, again.high, (-span, span))
-        return again.low, again.high
+            return st.clip_to_range(low, high, (-span, span))
+        return low, high
 
     low, high = interval_at(ALPHA)
     result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
