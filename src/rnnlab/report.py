@@ -4,6 +4,7 @@ from an experiment's results dict (``runs/NAME/results.json``)."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import re
@@ -20,8 +21,15 @@ from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.runner import TUNED_FIRST_SEED
-from rnnlab.experiments.statistics import detectable_difference, expected_max_band
-from rnnlab.files import inside, staged_publish
+from rnnlab.experiments.statistics import (
+    ALPHA,
+    detectable_permutation,
+    expected_max_band,
+    p_shown,
+    seeds_to_decide,
+    smallest_permutation_p,
+)
+from rnnlab.files import atomic_write, inside, staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import (
     ON_PAGES,
@@ -86,15 +94,7 @@ def _cell(row: dict, metric: str) -> str:
 
 
 def _p(p: float | None) -> str:
-    """A p to two significant digits, or more where two would put it on the other side of a level it is
-    judged at (0.0498 shown as 0.05 beside 'reproduced')."""
-    if p is None:
-        return "–"
-    for digits in (2, 3, 4, 6):
-        shown = f"{p:.{digits}g}"
-        if all((float(shown) < level) == (p < level) for level in (0.05, 0.05 / 3, 0.01)):
-            return shown
-    return f"{p:.3e}"
+    return "–" if p is None else p_shown(p)
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -104,7 +104,7 @@ def _interval(low: float | None, high: float | None) -> str:
 def _verdict_interval(v: Verdict) -> str:
     """A claim's interval, and its coverage where the deciding (Holm-adjusted) p sets another than 95%."""
     if v.low is None:
-        return (" (no interval: with no spread on either side, the exact p cannot fall below this level)"
+        return (" (no interval: with these seeds the exact p cannot fall below this level)"
                 if v.kind != "published" and v.p_value is not None and v.difference is not None else "")
     shown = _interval(v.low, v.high)
     if v.coverage is not None:
@@ -152,17 +152,25 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
 
 
 def power_sentence(n: int, claims: int = 1, level: float = 0.05) -> str:
-    """The smallest difference ``n`` seeds a side detect, in standard deviations (Welch's test, 80% power), at
-    the level that decides the first of ``claims`` claims under Holm's method: ``level`` / ``claims``."""
+    """What ``n`` seeds a side can decide at the level Holm's method sets for the first of ``claims`` claims
+    (``level`` / ``claims``): nothing, when the exact permutation test's smallest p is above it (the study
+    says so and how many seeds it needs), else the smallest difference found with 80% power."""
     if n < 2:
         return "One seed per configuration: no difference can be tested."
     deciding = level / max(claims, 1)
     at = f"two-sided α = {level:g}" if claims <= 1 else (f"two-sided α = {level:g}/{claims} = {deciding:.3g}, the "
                                                          f"level Holm's method sets for the first of {claims} claims")
-    return (f"With {n} seeds a side, a difference must be about {detectable_difference(n, n, alpha=deciding):.1f} "
-            f"standard deviations of the runs to be found with 80% power ({at}); each claim's row gives that "
-            f"smallest detectable difference in its metric's units, and a 'not significant' one the seeds its "
-            f"measured spread would need.")
+    smallest = smallest_permutation_p(n, n)
+    if smallest >= deciding:
+        return (f"**With {n} seeds a side no claim on a continuous metric can be decided**: the exact permutation "
+                f"p of {n} vs {n} seeds is at least {smallest:.3g}, not below {at}. Such a claim reads 'not "
+                f"significant' whatever its difference; deciding it takes at least {seeds_to_decide(deciding)} seeds "
+                f"a side, and its row gives the seeds its measured spread would need. (A count claim's exact test "
+                f"has its own smallest p.)")
+    return (f"With {n} seeds a side, a difference must be about {detectable_permutation(n, n, alpha=deciding):.1f} "
+            f"standard deviations of the runs to be found with 80% power by the exact permutation test ({at}); "
+            f"each claim's row gives that smallest detectable difference in its metric's units, and a 'not "
+            f"significant' one the seeds its measured spread would need.")
 
 
 def results_table(results: StudyResults) -> tuple[list[str], list[list[str]]]:
@@ -229,17 +237,21 @@ def write_markdown(results: StudyResults, exp_dir: Path) -> Path:
 VERDICT_LEGEND = (
     "Claims: Holm's method over the study's claims (one family per setting) adjusts each p; the adjusted p decides. "
     "reproduced: the claimed difference is significant in the claimed direction (adjusted p < 0.05); not reproduced: "
-    "significant the other way, or shown smaller than the claim's smallest effect of interest; not significant with "
-    "N seeds: the test cannot tell. Continuous metrics: Welch's t-test and interval, with the exact permutation p "
-    "beside it at ≤ 10 seeds a side; per-seed successes: the exact unconditional score test (Barnard) and the interval "
-    "that inverts it. P(A>B): the chance that a seed of the claimed better configuration beats one of the other, over "
-    "all pairs. Every interval printed beside a claim is the one its deciding p implies (the level Holm's adjusted p "
-    "sets), so it excludes 0 exactly when the claim is significant. Published numbers (their own Holm family): a "
-    "paper's number on a continuous metric is one run of the paper's, judged against where one run of ours falls: "
-    "differs when our prediction interval lies beyond the published value ± its tolerance δ, matches (within ±δ) when "
-    "it lies within (two one-sided prediction tests), inconclusive with N seeds: neither; a published rate or range "
-    "is tested against our rate or mean (matches: two one-sided tests put it inside ±δ; differs: our interval lies "
-    "beyond).")
+    "significant the other way, or shown smaller than the claim's smallest effect of interest; not significant with N "
+    "seeds: the test cannot tell. Continuous metrics: the exact permutation test of the difference in means (every "
+    "split of the pooled seeds up to 10 a side, else 20,000 random splits), which assumes no normal shape, so a side "
+    "with a few failed seeds among good ones is seen; its interval is the differences the same test keeps (the shift "
+    "model inverted), so it never relies on normal theory either; per-seed successes: the exact unconditional score "
+    "test (Barnard) and the interval that inverts it. P(A>B): the chance that a seed of the claimed better "
+    "configuration beats one of the other, over all pairs. Every interval printed beside a claim is the one its "
+    "deciding p implies (the level Holm's adjusted p sets), so it excludes 0 exactly when the claim is significant. "
+    "Published numbers (their own Holm family): a paper's number on a continuous metric is one run of the paper's, "
+    "judged against where one run of ours falls: differs when our prediction interval lies beyond the published value "
+    "± its tolerance δ, matches (within ±δ) when it lies within (two one-sided prediction tests), inconclusive with N "
+    "seeds: neither; a published rate or range is tested against our rate or mean (matches: two one-sided tests put it"
+    " inside ±δ; differs: our interval lies beyond). A tolerance is never wider than half the published gap between "
+    "two configurations a claim of the study tells apart (nor than a claim's declared smallest effect), so a match "
+    "cannot also match the other.")
 
 def write_html(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.html"
@@ -304,18 +316,34 @@ def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str
     return header, [rows[i] for i in order]
 
 
+def _comparison_interval(c: dict[str, Any]) -> str:
+    """A map comparison's interval and its coverage ('no interval' where its test keeps every difference)."""
+    if c["low"] is None or not (math.isfinite(c["low"]) and math.isfinite(c["high"])):
+        return "(no interval: with these seeds the exact p cannot fall below the level)"
+    coverage = c.get("coverage", 0.95)
+    return f"[{_fmt(c['low'])}, {_fmt(c['high'])}] ({100 * coverage:.3g}%)"
+
+
+def _bench_interval(low: float | None, high: float | None, coverage: float | None = None) -> str:
+    if low is None:
+        return "(every difference kept)"
+    return f"[{low:+.3g}, {high:+.3g}]" + ("" if coverage is None else f" ({100 * coverage:.3g}%)")
+
+
 def _sweep_comparison_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["at", "compared", "verdict", "values over seeds", "difference [95% CI]", "test", "p", "p (Holm)"]
+    header = ["at", "compared", "verdict", "values over seeds", "difference [interval at the level Holm implies]",
+              "test", "p", "p (Holm)"]
     rows = [[c["at"], f"{c['a']} vs {c['b']}", c["verdict"], f"{c['a_value']} vs {c['b_value']}",
-             f"{_fmt(c['difference'])} [{_fmt(c['low'])}, {_fmt(c['high'])}]", c["test"], f"{c['p']:.2g}",
-             f"{c['p_holm']:.2g}"] for c in summary.get("comparisons", [])]
+             f"{_fmt(c['difference'])} {_comparison_interval(c)}", c["test"], _p(c["p"]), _p(c["p_holm"])]
+            for c in summary.get("comparisons", [])]
     return header, rows
 
 
 COMPARISON_NOTE = ("Each pair of the first axis's values compared at every point of the other axes, over seeds "
-                   "(Welch's t-test, or for counts of successful trials the exact unconditional score test with the "
-                   "interval that inverts it); the verdict uses Holm's correction over all the comparisons in this "
-                   "table (p < 0.05).")
+                   "(the exact permutation test of the difference in means with the interval that inverts it, or for "
+                   "counts of successful trials the exact unconditional score test with the interval that inverts "
+                   "it); the verdict uses Holm's correction over all the comparisons in this table (p < 0.05), and "
+                   "each interval is printed at the level the adjusted p implies.")
 
 
 def _spans_decades(values: list[float]) -> bool:
@@ -643,9 +671,28 @@ def _in_short(variants: dict[str, Variant]) -> list[str]:
     return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
 
 
-def _in_short_block(variants: dict[str, Variant]) -> list[Block]:
+def _undecidable(variants: dict[str, Variant], name: str) -> list[str]:
+    """Per variant whose seeds cannot decide its claims on a continuous metric (the exact permutation test's
+    smallest p is not below Holm's first level), what it would take: said at the top of the page."""
+    lines = []
+    for label, variant in variants.items():
+        claims = [v for v in variant.verdicts if v.kind == "claim"]
+        continuous = [v for v in claims if v.threshold is None and not is_count(v.metric)]
+        deciding = ALPHA / max(len(claims), 1)
+        if continuous and variant.seeds >= 1 and smallest_permutation_p(variant.seeds, variant.seeds) >= deciding:
+            needed = seeds_to_decide(deciding)
+            lines.append(f"{label}: with {variant.seeds} seeds a side none of its {len(continuous)} claims on a "
+                         f"continuous metric can be decided (the exact permutation p cannot fall below "
+                         f"{deciding:.3g}, Holm's first level); that takes at least {needed} seeds a side "
+                         f"(`rnnlab reproduce {name} --seeds {needed}{' --tune' if label == TUNED else ''}`)")
+    return lines
+
+
+def _in_short_block(variants: dict[str, Variant], name: str) -> list[Block]:
     in_short = _in_short(variants)
-    return [Paragraph("**In short**"), Items(in_short)] if in_short else []
+    undecidable = _undecidable(variants, name)
+    blocks: list[Block] = [Paragraph("**Not decidable with these seeds**"), Items(undecidable)] if undecidable else []
+    return blocks + ([Paragraph("**In short**"), Items(in_short)] if in_short else [])
 
 
 def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) -> list[Block]:
@@ -735,7 +782,7 @@ def _republish_verdicts(name: str, dest: Path) -> Path:
     if findings:
         body = _replace_section(body, FINDINGS, [Heading(FINDINGS.removeprefix("## ")), Items(findings)],
                                 before="## Results")
-    page.write_text(f"{title}\n\n" + markdown_blocks(_in_short_block(variants)) + "\n" + body)
+    page.write_text(f"{title}\n\n" + markdown_blocks(_in_short_block(variants, name)) + "\n" + body)
     return page
 
 
@@ -980,16 +1027,90 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
                       f"{rows[t['name'], c]['params']:,} p, lr {rows[t['name'], c]['lr']:g})" for t in tasks]
                for c in cells]),
         Heading("Every cell against the vanilla RNN, the GRU and the LSTM"),
-        Paragraph("a − b of the test metric with Welch's 95% interval (a description of the difference); the exact "
-                  "permutation p and its Holm adjustment within the task, which decides the verdict; P(a better "
-                  "than b) over seed pairs; and Welch's 90% interval, which shows the two the same when it lies "
-                  "within the task's margin (TOST)."),
-        Table(["task", "a", "b", "a − b [95% CI]", "p (exact permutation)", "p (Holm: decides)", "P(a better)",
-               "verdict", "90% CI: same?"],
-              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} [{f['low']:+.3g}, {f['high']:+.3g}]",
+        Paragraph("a − b of the test metric with the interval that inverts the exact permutation test at the level "
+                  "its Holm-adjusted p implies (so it excludes 0 exactly when the verdict is 'better' or 'worse'); "
+                  "the exact permutation p and its Holm adjustment within the task, which decides the verdict; P(a "
+                  "better than b) over seed pairs; and the same test's 90% interval, which shows the two the same when "
+                  "it lies within the task's margin (two one-sided tests)."),
+        Table(["task", "a", "b", "a − b [interval, its coverage]", "p (exact permutation)", "p (Holm: decides)",
+               "P(a better)", "verdict", "90% interval: same?"],
+              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} " + _bench_interval(f["low"], f["high"],
+                                                                                       f.get("coverage", 0.95)),
                 _p(f["p_exact"]), _p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
-                f"[{f['low90']:+.3g}, {f['high90']:+.3g}]: " + ("within" if f["equivalent"] else "not within") +
+                _bench_interval(f["low90"], f["high90"]) + ": " + ("within" if f["equivalent"] else "not within") +
                 f" ±{margins[f['task']]:g}"]
                for f in results["comparisons"]]),
     ]
     return page
+
+
+# -- the README's overview of the published results ------------------------------------------------
+
+OVERVIEW_BEGIN = "<!-- results overview: written by `python -m rnnlab.report` from docs/results; do not edit -->"
+OVERVIEW_END = "<!-- end of results overview -->"
+
+
+def _tally(words: list[str]) -> str:
+    """'2 reproduced, 1 not significant with 3 seeds' from the words of one column, in first-seen order."""
+    counts: dict[str, int] = {}
+    for word in words:
+        if word == "shown only":
+            continue
+        short = word.split(":")[0]        # 'differs: ours lower by 0.1' counts as 'differs'
+        counts[short] = counts.get(short, 0) + 1
+    return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
+
+
+def results_overview(dest: str | Path = RESULTS_ROOT) -> str:
+    """The README's table of every published study, map and the cell benchmark, computed from what
+    ``dest`` stores (each study's runs.csv through today's verdicts, the benchmark's cells.json), so that
+    the front page cannot drift from the pages it links."""
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    dest = Path(dest)
+    rows = []
+    for name in sorted(n for n in EXPERIMENTS if (dest / f"{n}.md").is_file()):
+        exp = EXPERIMENTS[name]
+        variants = {}
+        for label, file in RUNS_CSV.items():
+            if (dest / name / file).is_file():
+                runs = read_runs_csv(dest / name / file)
+                variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
+        seeds = " / ".join(f"{variant.seeds}" for variant in variants.values())
+        claims = "; ".join(f"{label}: {_tally([v.verdict for v in variant.verdicts if v.kind == 'claim'])}"
+                           for label, variant in variants.items())
+        numbers = "; ".join(f"{label}: {_tally([v.verdict for v in variant.verdicts if v.kind == 'published'])}"
+                            for label, variant in variants.items())
+        undecidable = " **Not decidable with these seeds** (see the page)." if _undecidable(variants, name) else ""
+        rows.append([f"[{exp.title}](docs/results/{name}.md)", seeds, claims + undecidable, numbers])
+    lines = [OVERVIEW_BEGIN, "", md_table(["study", "seeds (setting / tuned)", "its claims", "published numbers"],
+                                          rows)]
+    cells = dest / "cells.json"
+    if cells.is_file():
+        bench = json.loads(cells.read_text())
+        relation = {"same": "the same as", "better": "better than", "worse": "worse than"}
+        held = "; ".join(f"{c['a']} {relation.get(c['relation'], c['relation'])} {c['b']}: {len(c['holds'])} of "
+                         f"{len(c['tasks'])}" for c in bench["claims"])
+        lines += ["", f"[The cell benchmark](docs/results/cells.md) ({len(bench['cells'])} cells × "
+                      f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on): {held}."]
+    maps = sorted(dest.glob("*/report.md"))
+    if maps:
+        lines += ["", "Maps and searches: " + " · ".join(
+            f"[{report.read_text().splitlines()[0].lstrip('# ').strip()}](docs/results/{report.parent.name}/report.md)"
+            for report in maps) + "."]
+    return "\n".join(lines + ["", OVERVIEW_END])
+
+
+def write_overview(readme: str | Path = "README.md", dest: str | Path = RESULTS_ROOT) -> bool:
+    """Replace the README's overview block with today's; True when it changed."""
+    path = Path(readme)
+    text = path.read_text()
+    start, end = text.index(OVERVIEW_BEGIN), text.index(OVERVIEW_END) + len(OVERVIEW_END)
+    new = text[:start] + results_overview(dest) + text[end:]
+    if new != text:
+        atomic_write(path, lambda f: f.write(new.encode()))
+    return new != text
+
+
+if __name__ == "__main__":
+    print("README.md " + ("updated" if write_overview() else "unchanged"))

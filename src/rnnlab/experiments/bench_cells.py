@@ -10,9 +10,10 @@ reported) and ``CELLS`` (a label, a registered cell or ``path.py:Class``, its op
 2. **Tuning**: the same search for every cell, ``LEARNING_RATES`` × ``SEARCH_SEEDS`` (≥ 2 seeds per
    configuration); the rate with the lowest mean dev loss wins.
 3. **Final runs**: the winner retrained on ``FINAL_SEEDS``, disjoint from the search's, and only
-   these are reported: mean ± std, the 95% interval, and each comparison's Welch interval and p
-   (Holm-adjusted within each task's comparisons), the exact permutation p and P(A > B) over seed
-   pairs (``rnnlab.experiments.statistics``).
+   these are reported: mean ± std, the 95% interval, and each comparison's exact permutation p
+   (Holm-adjusted within each task's comparisons, which decides), the interval that inverts it at the
+   level the adjusted p implies, its 90% interval against the task's margin ("same") and P(A > B) over
+   seed pairs (``rnnlab.experiments.statistics``).
 4. **Claims**: the published claims the cells' papers make about tasks rnnlab has (``CLAIMS``),
    each judged per task and summarised as "holds on k of N tasks".
 
@@ -23,6 +24,7 @@ spreads them over a cluster like the sweeps.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +40,12 @@ from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.settings import check_cell_unchanged, complete_settings, default_settings, final_metrics
 from rnnlab.experiments.statistics import (
     ALPHA,
+    PERMUTATION_TEST,
     clip_to_range,
-    compare_means,
     holm,
+    implied_level,
     mean_std_interval,
-    permutation_p,
+    permutation,
     prob_superiority,
 )
 from rnnlab.files import hold, set_aside
@@ -266,8 +269,8 @@ def rejudge(results: dict[str, Any]) -> dict[str, Any]:
 
 DECIDING_TEST = ("the exact permutation test of the difference in means (every split of the 2 × 10 seeds), "
                  "Holm-adjusted over the task's comparisons at α = 0.05")
-EQUIVALENCE_TEST = ("two one-sided tests (TOST) against the task's margin: Welch's 90% interval of a − b inside "
-                    "±margin, each side at α = 0.05")
+EQUIVALENCE_TEST = ("two one-sided permutation tests against the task's margin: the 90% interval of a − b that "
+                    "inverts the exact permutation test lies inside ±margin (each side at α = 0.05)")
 
 
 def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str]) -> dict[str, Any]:
@@ -286,6 +289,11 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
         for comparison, adjusted in zip(family, holm([f["p_exact"] for f in family])):
             comparison["p_holm"] = adjusted
             comparison["word"] = _word(comparison, t)
+            if comparison["n"][0] >= 2 and comparison["n"][1] >= 2:     # the interval the Holm p implies
+                alpha = implied_level(comparison["p_exact"], adjusted, ALPHA)
+                comparison["coverage"] = 1 - alpha
+                comparison["low"], comparison["high"] = _finite(permutation(
+                    values[t.name, comparison["a"]], values[t.name, comparison["b"]]).interval(alpha))
         comparisons += family
     claims = []
     for a, b, relation, source in CLAIMS:
@@ -300,20 +308,25 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
 
 
 def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray) -> dict[str, Any]:
-    """a − b: Welch's 95% interval (a description), the exact permutation p (which decides), the TOST
+    """a − b: the exact permutation p (which decides, once Holm-adjusted) and its interval, its 90% interval
     against the task's margin (whether the two are the same), and P(a better) over seed pairs."""
     if va.size < 2 or vb.size < 2:
-        return {"task": task.name, "a": a, "b": b, "difference": float("nan"), "low": float("nan"),
-                "high": float("nan"), "p": 1.0, "p_exact": 1.0, "p_a_better": float("nan"), "n": (va.size, vb.size),
-                "low90": float("nan"), "high90": float("nan"), "equivalent": False}
-    diff = compare_means(va, vb)
-    within = compare_means(va, vb, alpha=2 * ALPHA)
-    low90, high90 = within.low, within.high
+        return {"task": task.name, "a": a, "b": b, "difference": float("nan"), "low": None, "high": None,
+                "p": 1.0, "p_exact": 1.0, "p_a_better": float("nan"), "n": (va.size, vb.size),
+                "low90": None, "high90": None, "equivalent": False}
+    test = permutation(va, vb)
+    low90, high90 = _finite(test.interval(2 * ALPHA))
     better = prob_superiority(va, vb) if task.higher_is_better else prob_superiority(-va, -vb)
-    return {"task": task.name, "a": a, "b": b, "difference": diff.difference, "low": diff.low, "high": diff.high,
-            "p": diff.p, "p_exact": permutation_p(va, vb), "test": diff.test, "p_a_better": better,
+    return {"task": task.name, "a": a, "b": b, "difference": test.difference, "low": None, "high": None,
+            "p": test.p, "p_exact": test.p, "test": PERMUTATION_TEST, "p_a_better": better,
             "n": (int(va.size), int(vb.size)), "low90": low90, "high90": high90,
-            "equivalent": bool(-task.same_margin < low90 and high90 < task.same_margin)}
+            "equivalent": low90 is not None and -task.same_margin < low90 and high90 < task.same_margin}
+
+
+def _finite(interval: tuple[float, float]) -> tuple[float | None, float | None]:
+    """An interval for JSON: (None, None) where the test keeps every difference."""
+    low, high = interval
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else (None, None)
 
 
 def _word(f: dict[str, Any], task: BenchTask) -> str:
@@ -325,8 +338,9 @@ def _word(f: dict[str, Any], task: BenchTask) -> str:
 
 
 def established_margin(f: dict[str, Any]) -> float:
-    """The smallest margin these seeds show the two within (the 90% interval's farther end)."""
-    return max(abs(f["low90"]), abs(f["high90"]))
+    """The smallest margin these seeds show the two within (the 90% interval's farther end; inf when the
+    test keeps every difference)."""
+    return math.inf if f["low90"] is None else max(abs(f["low90"]), abs(f["high90"]))
 
 
 def _claim_word(f: dict[str, Any], relation: str) -> str:

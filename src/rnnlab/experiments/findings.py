@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.experiments.settings import read_toml
-from rnnlab.experiments.statistics import ALPHA, mean_std, t_interval, welch
+from rnnlab.experiments.statistics import ALPHA, compare_means, mean_std, p_shown, t_interval
 
 FINDINGS_FILE = Path(__file__).with_name("findings.toml")
 RESULTS_ROOT = Path("docs/results")        # where `--publish` writes and the quotes are read by default
@@ -63,7 +63,8 @@ STATS = {
     "mean_std": "'mean ± std'",
     "sum": "the sum", "count": "how many", "of": "'k of n': the sum of 0/1 values of n",
     "mode": "the most common value", "mode_count": "'k of n' holding the most common value",
-    "welch": "the difference from `against` with its 95% interval and Welch's p, or 'not significant with n seeds'",
+    "difference": "the difference from `against`: with the interval and p of the exact permutation test where it is "
+                  "significant, else 'not significant with n seeds' and that test's p",
     "z": "how many standard deviations `value` lies above the mean",
 }
 _QUOTE_FIELDS = {"each", "table", "tables", "page", "section", "pattern", "published", "where", "metric", "minus",
@@ -184,7 +185,7 @@ def _check_quote(where: str, quote: dict[str, Any]) -> None:
         raise FindingError(f"{where}: a page quote needs its pattern")
     if quote.get("stat") not in STATS:
         raise FindingError(f"{where}: stat {quote.get('stat')!r} is not one of {', '.join(STATS)}")
-    if quote["stat"] == "welch" and "against" not in quote:
+    if quote["stat"] == "difference" and "against" not in quote:
         raise FindingError(f"{where}: stat {quote['stat']!r} needs `against`")
     if quote["stat"] == "z" and "value" not in quote:
         raise FindingError(f"{where}: stat 'z' needs `value`")
@@ -321,7 +322,7 @@ def number(x: float, digits: int = 2, sign: bool = False, thousands: bool = Fals
 
 
 def p_text(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+    return "p < 0.001" if p < 0.001 else f"p = {p_shown(p)}"
 
 
 def quote_value(name: str, quote: dict[str, Any], root: Path, published: dict | None = None) -> str:
@@ -364,10 +365,11 @@ def quote_value(name: str, quote: dict[str, Any], root: Path, published: dict | 
         return fmt((quote["value"] - mean) / std)
     # a difference between two selections is always quoted with its interval and test over seeds
     other = _values(root, {**quote, **quote["against"], "per": None}, published, f"{where_} (against)")
-    difference, low, high, p = welch(xs, other)
-    if p < ALPHA:
-        return f"{fmt(difference, quote.get('sign', False))} [{fmt(low)}, {fmt(high)}] ({p_text(p)})"
-    return f"{fmt(difference, quote.get('sign', False))} (not significant with {min(len(xs), len(other))} seeds)"
+    result = compare_means(xs, other)
+    shown = fmt(result.difference, quote.get("sign", False))
+    if result.p < ALPHA:
+        return f"{shown} [{fmt(result.low)}, {fmt(result.high)}] ({p_text(result.p)})"
+    return f"{shown} (not significant with {min(len(xs), len(other))} seeds, {p_text(result.p)})"
 
 
 def render(finding: Finding, root: Path = RESULTS_ROOT, published: dict | None = None) -> str:

@@ -387,8 +387,8 @@ def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
             metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                        and k not in RUN_COLUMNS}
             history = result.get("history", [])
-            if history:
-                metrics["seconds_per_epoch"] = float(np.mean([h["seconds"] for h in history]))
+            if history:     # the median: the first epoch also pays the kernels' one-time compilation
+                metrics["seconds_per_epoch"] = float(np.median([h["seconds"] for h in history]))
             runs.append(Run(spec.key, seed, metrics, spec.group, spec.label,
                             complete_settings(result["run"]["settings"]), history))
     return runs

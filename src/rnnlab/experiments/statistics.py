@@ -113,40 +113,120 @@ def welch(a, b, alpha: float = ALPHA) -> tuple[float, float, float, float]:
     return d, d - half, d + half, p
 
 
-def permutation_p(a, b, resamples: int = 20_000) -> float:
-    """Two-sided permutation p of the difference of means: exact (every split of the pooled seeds)
-    up to ``EXACT_UP_TO`` seeds a side, else ``resamples`` random splits with a fixed seed (the same
-    p on every machine). Splits as extreme as the observed one count, the observed one included."""
+RESAMPLES = 20_000        # random splits beyond EXACT_UP_TO seeds a side (a fixed seed: the same p everywhere)
+PERMUTATION_TEST = "exact permutation test of the difference in means"
+
+
+@functools.lru_cache(maxsize=16)
+def _splits(na: int, nb: int) -> tuple[np.ndarray, bool]:
+    """The pooled positions that form side a, one row per split: every split up to ``EXACT_UP_TO`` seeds a side
+    (the observed one first), else the observed one and ``RESAMPLES`` random ones."""
+    if max(na, nb) <= EXACT_UP_TO:
+        index = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(na + nb), na)),
+                            dtype=np.int64).reshape(-1, na)
+        return index, True
+    rng = np.random.default_rng(0)
+    random = np.argsort(rng.random((RESAMPLES, na + nb)), axis=1)[:, :na]
+    return np.vstack([np.arange(na)[None, :], random]), False
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """The permutation test of mean(a) − mean(b) = shift, at every shift at once.
+
+    Under the shift model (a − shift and b exchangeable) a split S of the pooled seeds, k of whose na seeds
+    on side a came from a, has the statistic D_S − shift·c_S with c_S = k/na − (na − k)/nb; the observed split
+    has c = 1. Whether S is as extreme as the observed one, |D_S − shift·c_S| ≥ |d − shift|, holds for the
+    shifts within ``below[S]`` under d and ``above[S]`` over it (the condition is convex in the distance from
+    d and falls to −∞, so it holds on one interval from d). So p(shift) is a count, monotone on each side of d,
+    and the interval of the shifts the test keeps at level alpha is read off an order statistic: it excludes
+    0 exactly when p(0) < alpha."""
+
+    difference: float
+    below: np.ndarray
+    above: np.ndarray
+    exact: bool
+
+    @property
+    def splits(self) -> int:
+        return int(self.below.size)
+
+    @property
+    def p(self) -> float:
+        """Two-sided p of no difference: the share of splits as extreme as the observed one (itself included)."""
+        d = self.difference
+        if d == 0:
+            return 1.0
+        reach = self.below if d > 0 else self.above
+        return int(np.count_nonzero(_snap(reach, abs(d)) >= abs(d))) / self.splits
+
+    def interval(self, alpha: float = ALPHA) -> tuple[float, float]:
+        """The shifts whose p is ≥ alpha: (−inf, inf) when no split count can fall below alpha."""
+        needed = max(1, math.ceil(round(alpha * self.splits, 9)))     # p(shift) ≥ alpha ⟺ ≥ needed splits
+        d = self.difference
+        edge_below = np.sort(_snap(self.below, d) if d > 0 else self.below)[self.splits - needed]
+        edge_above = np.sort(_snap(self.above, -d) if d < 0 else self.above)[self.splits - needed]
+        return d - float(edge_below), d + float(edge_above)
+
+
+def _snap(reach: np.ndarray, distance: float) -> np.ndarray:
+    """Reaches within rounding of ``distance`` set to it: a split that ties the observed one counts as extreme,
+    in the p and in the interval alike."""
+    return np.where(np.abs(reach - distance) <= 1e-9 * distance, distance, reach)
+
+
+def permutation(a, b) -> Permutation:
+    """The permutation test of a − b (``Permutation``): exact up to ``EXACT_UP_TO`` seeds a side."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    pooled, n = np.concatenate([a, b]), a.size
-    observed = abs(a.mean() - b.mean())
-    if max(a.size, b.size) <= EXACT_UP_TO:
-        index = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(pooled.size), n)),
-                            dtype=np.int64).reshape(-1, n)
-    else:
-        rng = np.random.default_rng(0)
-        index = np.argsort(rng.random((resamples, pooled.size)), axis=1)[:, :n]
+    na, nb = a.size, b.size
+    index, exact = _splits(na, nb)
+    pooled = np.concatenate([a, b])
     sums = pooled[index].sum(axis=1)
-    diffs = np.abs(sums / n - (pooled.sum() - sums) / b.size)
-    tolerance = 1e-12 * max(1.0, float(np.abs(pooled).max()))
-    extreme = int(np.count_nonzero(diffs >= observed - tolerance))
-    if max(a.size, b.size) <= EXACT_UP_TO:
-        return extreme / len(diffs)
-    return (extreme + 1) / (len(diffs) + 1)
+    d = float(a.mean() - b.mean())
+    k = np.count_nonzero(index < na, axis=1)
+    spread = sums / na - (pooled.sum() - sums) / nb
+    c = k / na - (na - k) / nb
+    e = spread - d * c
+    sign = np.sign(e)
+    observed = (k == na) | ((k == 0) & (na == nb))      # the observed split and, when na = nb, its mirror
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = np.where(observed, np.inf, np.abs(e) / (1 - sign * c))
+        above = np.where(observed, np.inf, np.abs(e) / (1 + sign * c))
+    return Permutation(d, below, above, exact)
 
 
-def compare_means(a, b, alpha: float = ALPHA) -> Difference:
-    """a − b over seeds: Welch's test and interval; the exact permutation p beside it at few seeds, and
-    deciding alone when neither side varies (then the interval is the observed difference: every split
-    but the observed ones gives another)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    exact = permutation_p(a, b) if max(a.size, b.size) <= EXACT_UP_TO else None
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        d = float(a[0] - b[0])
-        return Difference(d, d, d, permutation_p(a, b) if d != 0 else 1.0,
-                          "exact permutation test (no spread on either side)", exact)
-    d, low, high, p = welch(a, b, alpha)
-    return Difference(d, low, high, p, "Welch's t-test", exact)
+def permutation_p(a, b) -> float:
+    """Two-sided permutation p of the difference of means: exact (every split of the pooled seeds)
+    up to ``EXACT_UP_TO`` seeds a side, else ``RESAMPLES`` random splits with a fixed seed (the same
+    p on every machine). Splits as extreme as the observed one count, the observed one included."""
+    return permutation(a, b).p
+
+
+def smallest_permutation_p(na: int, nb: int) -> float:
+    """The smallest p the exact permutation test can give with these seeds: the observed split (and, with
+    equal sides, its mirror) out of all."""
+    if max(na, nb) > EXACT_UP_TO:
+        return 1 / (RESAMPLES + 1)
+    return (2 if na == nb else 1) / math.comb(na + nb, na)
+
+
+def seeds_to_decide(alpha: float) -> int:
+    """The fewest seeds a side with which the exact permutation p can fall below ``alpha``."""
+    n = 2
+    while smallest_permutation_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def compare_means(a, b, alpha: float = ALPHA, test: Permutation | None = None) -> Difference:
+    """a − b over seeds: the exact permutation test of the difference in means decides (it assumes no
+    normal shape, so a side with a few failed seeds among good ones is seen; Welch's t is not robust to
+    that), and its interval is the shifts it keeps at ``alpha``, clipped nowhere: (−inf, inf) when no split
+    count can fall below alpha. ``test``: ``permutation(a, b)`` where the caller has it already."""
+    test = test or permutation(a, b)
+    low, high = test.interval(alpha)
+    name = PERMUTATION_TEST if test.exact else f"{PERMUTATION_TEST} ({RESAMPLES:,} random splits)"
+    return Difference(test.difference, low, high, test.p, name, test.p)
 
 
 def mean_std_interval(values, count: bool = False) -> dict[str, float]:
@@ -279,6 +359,23 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def implied_level(p_raw: float, p_adjusted: float, level: float) -> float:
+    """The per-comparison level at which the raw p decides as the adjusted p does at ``level`` (Holm's
+    adjusted p is the raw p times a factor ≥ 1): an interval at 1 − this excludes 0 exactly when the
+    adjusted p is below ``level``."""
+    return level if p_adjusted <= 0 or p_raw <= 0 else level * min(1.0, p_raw / p_adjusted)
+
+
+def p_shown(p: float) -> str:
+    """A p to two significant digits, or more where two would put it on the other side of a level it is
+    judged at (0.0498 shown as 0.05 beside 'reproduced')."""
+    for digits in (2, 3, 4, 6):
+        shown = f"{p:.{digits}g}"
+        if all((float(shown) < level) == (p < level) for level in (0.05, 0.05 / 3, 0.01)):
+            return shown
+    return f"{p:.3e}"
+
+
 def prob_superiority(a, b) -> float:
     """P(A > B) over every pair of seeds (a_i, b_j), ties counted half (the common-language effect size)."""
     a, b = np.asarray(a, dtype=np.float64)[:, None], np.asarray(b, dtype=np.float64)[None, :]
@@ -344,6 +441,71 @@ def seeds_needed(difference: float, std: float, power: float = POWER, alpha: flo
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+SIMULATED_UP_TO = 8       # seeds a side up to which the permutation test's power is simulated (beyond: Welch's)
+_SIMULATIONS = 400
+
+
+def permutation_power(difference: float, std_a: float, std_b: float, n_a: int, n_b: int,
+                      alpha: float = ALPHA) -> float:
+    """Power of the exact permutation test at ``alpha`` to find ``difference`` between normal runs of spreads
+    ``std_a`` and ``std_b``: simulated (a fixed seed, the same figure everywhere) up to ``SIMULATED_UP_TO``
+    seeds a side, where its discreteness costs power; beyond, Welch's power, which the permutation test's
+    approaches as its smallest attainable p falls far below alpha (Lehmann & Romano, 15.2)."""
+    if smallest_permutation_p(n_a, n_b) >= alpha:
+        return 0.0
+    if max(n_a, n_b) > SIMULATED_UP_TO:
+        return welch_power(difference, std_a, n_a, n_b, alpha, std_b)
+    index, _ = _splits(n_a, n_b)
+    member = np.zeros((index.shape[0], n_a + n_b))
+    np.put_along_axis(member, index, 1.0, axis=1)
+    rng = np.random.default_rng(0)
+    runs = np.hstack([difference + std_a * rng.standard_normal((_SIMULATIONS, n_a)),
+                      std_b * rng.standard_normal((_SIMULATIONS, n_b))])
+    sums = runs @ member.T
+    spread = np.abs(sums / n_a - (runs.sum(axis=1, keepdims=True) - sums) / n_b)
+    p = np.count_nonzero(spread >= spread[:, :1] * (1 - 1e-9), axis=1) / index.shape[0]
+    return float(np.mean(p < alpha))
+
+
+def seeds_needed_permutation(difference: float, std_a: float, std_b: float, power: float = POWER,
+                             alpha: float = ALPHA) -> int | None:
+    """Seeds per side for the exact permutation test to find ``difference`` with ``power`` at ``alpha``: never
+    fewer than it needs to reach alpha at all (``seeds_to_decide``) or than Welch's test needs; where those
+    are few, the first n whose simulated power (``permutation_power``) reaches ``power``."""
+    welch_n = seeds_needed(difference, std_a, power, alpha, std_b=std_b)
+    if welch_n is None:
+        return None
+    n = max(welch_n, seeds_to_decide(alpha))
+    while n <= SIMULATED_UP_TO and permutation_power(difference, std_a, std_b, n, n, alpha) < power:
+        n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=64)
+def _detectable_permutation(n_a: int, n_b: int, power: float, alpha: float) -> float:
+    if smallest_permutation_p(n_a, n_b) >= alpha:
+        return math.inf
+    if max(n_a, n_b) > SIMULATED_UP_TO:
+        return detectable_difference(n_a, n_b, 1.0, power, alpha)
+    low, high = detectable_difference(n_a, n_b, 1.0, power, alpha), 1.0
+    while permutation_power(low, 1.0, 1.0, n_a, n_b, alpha) >= power and low > 1e-3:
+        low /= 2
+    high = max(high, 2 * low)
+    while permutation_power(high, 1.0, 1.0, n_a, n_b, alpha) < power:
+        high *= 2
+    for _ in range(20):
+        mid = (low + high) / 2
+        low, high = (mid, high) if permutation_power(mid, 1.0, 1.0, n_a, n_b, alpha) < power else (low, mid)
+    return high
+
+
+def detectable_permutation(n_a: int, n_b: int, std: float = 1.0, power: float = POWER,
+                           alpha: float = ALPHA) -> float:
+    """The smallest difference the exact permutation test finds with ``power`` at these seeds (in units of
+    ``std``), simulated as ``permutation_power``; infinite when its p cannot fall below alpha."""
+    return _detectable_permutation(n_a, n_b, power, alpha) * std
 
 
 @functools.lru_cache(maxsize=256)

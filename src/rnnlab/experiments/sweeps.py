@@ -52,7 +52,7 @@ from rnnlab.experiments.executors import JobStore, log_call, progress_bar, run_j
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
-from rnnlab.experiments.statistics import ALPHA, compare, holm, mean_std_interval
+from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
 from rnnlab.files import atomic_write, hold
 from rnnlab.metrics import is_count
@@ -410,9 +410,11 @@ def summarize(sweep: Sweep, records: list[dict]) -> list[dict]:
 
 def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]]:
     """Each pair of values of the first grid axis (the cells of a map), compared at every point of
-    the other axes on the sweep's metric over seeds (``statistics.compare``: Welch's t-test, or for a
-    count metric the exact unconditional score test), with Holm's correction over all the comparisons
-    made. Empty unless the sweep has no sampled axis and its first grid axis has at least two values."""
+    the other axes on the sweep's metric over seeds (``statistics.compare``: the exact permutation test of
+    the difference in means, or for a count metric the exact unconditional score test), with Holm's
+    correction over all the comparisons made; each interval is the deciding test's, inverted at the level
+    the Holm-adjusted p implies, so that it excludes 0 exactly when the verdict is significant. Empty unless
+    the sweep has no sampled axis and its first grid axis has at least two values."""
     axes = {**sweep.grid, **sweep.option_grid}
     if sweep.sampled or not axes or len(next(iter(axes.values()))) < 2:
         return []
@@ -428,7 +430,7 @@ def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]
         return "-".join(map(str, value.values())) if isinstance(value, dict) else f"{first}={value}"
 
     count = is_count(sweep.metric)
-    rows = []
+    rows, pairs = [], []
     for combo in itertools.product(*[axes[k] for k in rest]):
         at = dict(zip(rest, combo))
         samples = {}
@@ -444,7 +446,11 @@ def compare_first_axis(sweep: Sweep, records: list[dict]) -> list[dict[str, Any]
             rows.append({"at": group_name(flat(at)), "a": a, "b": b, "n": n, "a_value": _summary(samples[a], count),
                          "b_value": _summary(samples[b], count), "difference": result.difference,
                          "low": result.low, "high": result.high, "p": result.p, "test": result.test})
-    for row, p_holm in zip(rows, holm([r["p"] for r in rows])):
+            pairs.append((samples[a], samples[b]))
+    for row, (a_values, b_values), p_holm in zip(rows, pairs, holm([r["p"] for r in rows])):
+        alpha = implied_level(row["p"], p_holm, ALPHA)
+        kept = compare(a_values, b_values, count, alpha)
+        row["low"], row["high"], row["coverage"] = kept.low, kept.high, 1 - alpha
         better = row["a"] if (row["difference"] > 0) == (sweep.mode == "max") else row["b"]
         row["p_holm"] = p_holm
         row["verdict"] = f"{better} better" if p_holm < ALPHA else not_significant(row["n"])

@@ -12,8 +12,9 @@ A study declares, as data beside its specs,
 ``verdict_table`` turns the runs (one value per seed) into rows, with the statistics of
 ``experiments.statistics``:
 
-- **a claim**: the difference with its 95% interval, the test (Welch's t-test, the exact permutation p
-  beside it at few seeds; for counts the exact unconditional score test and its inverted interval),
+- **a claim**: the difference with its interval, the test that decides (the exact permutation test of the
+  difference in means, its interval the differences it keeps; for counts the exact unconditional score test
+  and its inverted interval),
   P(A > B) over seed pairs, and the p-value adjusted by Holm's method over the study's claims (one
   family per setting). The adjusted p decides the word: **reproduced** (significant in the claimed
   direction), **not reproduced** (significant the other way, or, where the claim declares its smallest
@@ -130,21 +131,16 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
                        seeds=n, values=values, metric=claim.metric)
     count = claim.threshold is not None or metric_info(claim.metric).is_count
     a, b = (_successes(raw_a, claim), _successes(raw_b, claim)) if claim.threshold is not None else (raw_a, raw_b)
-    result = st.compare_counts(a, b) if count else st.compare_means(a, b)
+    test = None if count else st.permutation(a, b)      # once: every interval below inverts this one test
+    result = st.compare_counts(a, b) if count else st.compare_means(a, b, test=test)
     bounds = metric_info(claim.metric).bounds
 
     def interval_at(alpha: float) -> tuple[float | None, float | None]:
-        """The difference's interval at ``alpha``, the same test inverted (None, None: no interval excludes
-        anything, as for constant sides whose exact p cannot fall below alpha)."""
+        """The difference's interval at ``alpha``, the deciding test inverted (None, None: no interval excludes
+        anything, as when these seeds' exact permutation p cannot fall below alpha)."""
         if count:
             return st.count_interval(int(a.sum()), a.size, int(b.sum()), b.size, alpha)
-        if np.ptp(a) == 0 and np.ptp(b) == 0:      # the exact permutation p decides: the observed difference or none
-            return (result.difference, result.difference) if result.p < alpha else (None, None)
-        low, high = st.welch(a, b, alpha)[1:3]
-        if bounds is not None:      # a difference of accuracies cannot pass ± their range
-            span = bounds[1] - bounds[0]
-            return st.clip_to_range(low, high, (-span, span))
-        return low, high
+        return _shifts_kept(test, alpha, bounds)
 
     low, high = interval_at(ALPHA)
     result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
@@ -155,45 +151,51 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
         needed = st.seeds_needed_counts(float(a.mean()), float(b.mean()), alpha=deciding)
         detectable = None
     else:
+        needed = st.seeds_needed_permutation(result.difference, float(a.std(ddof=1)), float(b.std(ddof=1)),
+                                             alpha=deciding)
         spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
-        # Welch's test decides: its power with each side's own spread (a side without spread costs df)
-        needed = st.seeds_needed(result.difference, float(a.std(ddof=1)), std_b=float(b.std(ddof=1)),
-                                 alpha=deciding)
-        detectable = st.detectable_difference(len(a), len(b), spread, alpha=deciding)
+        detectable = st.detectable_permutation(len(a), len(b), spread, alpha=deciding)
     verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
                       "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
                       detectable=detectable, values=values, metric=claim.metric, threshold=claim.threshold,
                       if_significant=REPRODUCED if sign * result.difference > 0 else NOT_REPRODUCED,
                       interval_at=interval_at)
-    verdict.reason = _absence(claim, a, b, count, level / family)
+    verdict.reason = _absence(claim, a, b, test, level / family)
     decide_claim(verdict, result.p, level)
     return verdict
 
 
-def _absence(claim: Claim, a: np.ndarray, b: np.ndarray, count: bool, level: float) -> str:
+def _shifts_kept(test: st.Permutation, alpha: float,
+                 bounds: tuple[float, float] | None) -> tuple[float | None, float | None]:
+    """The differences the exact permutation test keeps at ``alpha`` (its inverted interval), within ± the
+    metric's range; (None, None) when it keeps every difference."""
+    low, high = test.interval(alpha)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None, None
+    if bounds is not None:      # a difference of accuracies cannot pass ± their range
+        span = bounds[1] - bounds[0]
+        return st.clip_to_range(low, high, (-span, span))
+    return low, high
+
+
+def _absence(claim: Claim, a: np.ndarray, b: np.ndarray, test: st.Permutation | None, level: float) -> str:
     """The reason a claim is not borne out when its difference is shown below its smallest effect of
-    interest (one-sided at ``level``), else ''."""
+    interest (one-sided at ``level``), else ''. ``test``: the permutation test of a continuous metric (None:
+    a count)."""
     if claim.smallest_effect is None:
         return ""
     sign = 1.0 if claim.higher_is_better else -1.0
-    if count:
+    if test is None:
         low, high = st.count_interval(int(a.sum()), len(a), int(b.sum()), len(b), 2 * level)
-    elif np.ptp(a) == 0 and np.ptp(b) == 0:
-        low = high = float(a[0] - b[0])
     else:
-        _, low, high, _ = st.welch(a, b, 2 * level)
+        low, high = _shifts_kept(test, 2 * level, None)
+        if low is None:
+            return ""
     upper = high if sign > 0 else -low    # the largest difference in the claimed direction the data allow
     if upper < claim.smallest_effect:
         return (f"the difference in the claimed direction is at most {upper:.3g} ({1 - level:.3g} one-sided bound), "
                 f"below the claim's smallest effect of interest {claim.smallest_effect:g}")
     return ""
-
-
-def implied_level(p_raw: float, p_adjusted: float, level: float) -> float:
-    """The per-comparison level at which the raw p decides as the adjusted p does at ``level`` (Holm's
-    adjusted p is the raw p times a factor ≥ 1): an interval at 1 − this excludes 0 exactly when the
-    adjusted p is below ``level``."""
-    return level if p_adjusted <= 0 or p_raw <= 0 else level * min(1.0, p_raw / p_adjusted)
 
 
 def decide_claim(verdict: Verdict, p: float, level: float) -> None:
@@ -203,7 +205,7 @@ def decide_claim(verdict: Verdict, p: float, level: float) -> None:
     when the claim is significant."""
     verdict.p_adjusted = p
     if verdict.interval_at is not None and verdict.p_value is not None:
-        alpha = implied_level(verdict.p_value, p, level)
+        alpha = st.implied_level(verdict.p_value, p, level)
         verdict.low, verdict.high = verdict.interval_at(alpha)
         verdict.coverage = None if math.isclose(alpha, ALPHA) else 1 - alpha
     if verdict.reason:
@@ -239,9 +241,38 @@ def check_published(key: str, metric: str, published: Any) -> None:
         raise ValueError(f"{where}: the range's low end {low} is above its high end {high}")
 
 
+def tolerance_caps(claims: list[Claim], published: dict) -> dict[tuple[str, str], tuple[float, str]]:
+    """Per (configuration, metric): the widest tolerance its published number may have, so that a 'match' cannot
+    also match a configuration one of the study's claims tells it apart from: half the published gap between
+    the two configurations a claim compares (their tolerance bands then do not overlap), and the claim's own
+    smallest effect where it declares one; with the reason, for the page."""
+    caps: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def cap(key: str, limit: float, why: str) -> None:
+        if (key, claim.metric) not in caps or limit < caps[key, claim.metric][0]:
+            caps[key, claim.metric] = (limit, why)
+
+    def number(value: Any) -> float | None:
+        value = value.value if isinstance(value, Published) else value
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    for claim in claims:
+        a, b = (number(published.get((k, claim.metric))) for k in (claim.better, claim.worse))
+        if a is not None and b is not None and a != b:
+            why = (f"half the published gap {abs(a - b):.3g} between {claim.better} and {claim.worse}, which a claim "
+                   f"of this study tells apart")
+            for key in (claim.better, claim.worse):
+                cap(key, abs(a - b) / 2, why)
+        if claim.smallest_effect is not None:
+            for key in (claim.better, claim.worse):
+                cap(key, claim.smallest_effect, f"the smallest effect of interest of the claim '{claim.text}'")
+    return caps
+
+
 def judge_published(key: str, metric: str, published: Any, runs: list[Run], reason: str = "",
-                    level: float = ALPHA) -> Verdict:
-    """Our seeds against one published number (or range) and its tolerance; the word from the raw p."""
+                    level: float = ALPHA, cap: tuple[float, str] | None = None) -> Verdict:
+    """Our seeds against one published number (or range) and its tolerance, no wider than ``cap`` (the
+    study's claims' smallest effect, ``tolerance_caps``); the word from the raw p."""
     check_published(key, metric, published)
     info = metric_info(metric)
     declared = published if isinstance(published, Published) else None
@@ -261,6 +292,8 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
     band = (-math.inf if low_pub is None else low_pub, math.inf if high_pub is None else high_pub)
     tolerance = declared.tolerance if declared else info.tolerance_at(target)
     why = declared.why if declared else info.why
+    if cap is not None and cap[0] < tolerance:
+        tolerance, why = cap[0], f"{cap[1]} (narrower than {why})"
     if not info.is_count and not isinstance(value, tuple):
         return _judge_single_run(claim, evidence, values, value, tolerance, why, reason, info, level)
     result = st.equivalence(values, band, tolerance, count=info.is_count, bounds=info.bounds)
@@ -342,7 +375,7 @@ def decide_published(verdict: Verdict, p: float, level: float) -> None:
     printed at the level that p implies (``implied_level``), so that it agrees with the word."""
     verdict.p_adjusted = p
     if verdict.interval_at is not None and verdict.p_value is not None:
-        alpha = implied_level(verdict.p_value, p, level)
+        alpha = st.implied_level(verdict.p_value, p, level)
         verdict.prediction_low, verdict.prediction_high, coverage = verdict.interval_at(alpha)
         verdict.coverage = None if math.isclose(coverage, 1 - ALPHA) else coverage
     verdict.verdict = verdict.if_significant if p < level else inconclusive(verdict.seeds)
@@ -368,8 +401,9 @@ def verdict_table(claims: list[Claim], published: dict, reasons: dict, runs: lis
     seeds = seeds or {}
     judged = [judge_claim(c, runs, seeds.get(c.text), level, len(claims)) for c in claims]
     _holm(judged, decide_claim, level)
-    numbers = [judge_published(key, metric, value, runs, reasons.get((key, metric), ""), level)
-               for (key, metric), value in published.items()]
+    caps = tolerance_caps(claims, published)
+    numbers = [judge_published(key, metric, value, runs, reasons.get((key, metric), ""), level,
+                               caps.get((key, metric))) for (key, metric), value in published.items()]
     _holm(numbers, decide_published, level)
     for verdict in judged:
         verdict.kind = "claim"
