@@ -23,21 +23,6 @@ from statsmodels.stats.weightstats import DescrStatsW  # noqa: E402
 samples = st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=9)
 
 
-@pytest.mark.filterwarnings("ignore:Precision loss occurred in moment calculation")
-@settings(max_examples=80, deadline=None)
-@given(a=samples, b=samples)
-def test_welch_equals_scipys_test_and_interval(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.std() < 1e-3 and b.std() < 1e-3:
-        return
-    d, low, high, p = S.welch(a, b)
-    ref = stats.ttest_ind(a, b, equal_var=False)
-    assert p == pytest.approx(ref.pvalue, rel=1e-6, abs=1e-12)
-    if hasattr(ref, "confidence_interval"):      # SciPy ≥ 1.11: the interval too
-        ci = ref.confidence_interval(0.95)
-        assert (low, high) == pytest.approx((ci.low, ci.high), rel=1e-6, abs=1e-9)
-
-
 @settings(max_examples=30, deadline=None)
 @given(a=st.lists(st.integers(0, 20), min_size=2, max_size=6), b=st.lists(st.integers(0, 20), min_size=2, max_size=6))
 def test_the_exact_permutation_p_equals_scipys_permutation_test(a, b):
@@ -122,8 +107,8 @@ def test_seeds_needed_for_welch_count_the_degrees_of_freedom_a_side_without_spre
     welch = S.seeds_needed(0.0948, 0.04, std_b=0.00018)
     assert welch > 3
     rng = np.random.default_rng(0)      # and that many seeds find it in about 80% of simulated experiments
-    found = np.mean([S.welch(rng.normal(0.0948, 0.04, welch), rng.normal(0.0, 0.00018, welch))[3] < 0.05
-                     for _ in range(2000)])
+    found = np.mean([stats.ttest_ind(rng.normal(0.0948, 0.04, welch), rng.normal(0.0, 0.00018, welch),
+                                     equal_var=False).pvalue < 0.05 for _ in range(2000)])
     assert 0.77 < found < 0.9
     assert S.welch_power(1.0, 1.0, 5, 5, std_b=1.0) == pytest.approx(S.welch_power(1.0, 1.0, 5, 5), rel=1e-9)
 
@@ -196,8 +181,8 @@ def test_expected_max_equals_enumeration(scores):
 
 
 def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """The p that decides a claim on a continuous metric (Welch's)."""
-    return S.welch(a, b)[3]
+    """Welch's p (SciPy's): a test valid at each look, as the plan requires of any test."""
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def test_the_sequential_plan_keeps_false_positives_at_or_below_alpha_for_means():

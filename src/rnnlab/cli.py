@@ -536,8 +536,8 @@ def _bench_cells_command(sub) -> None:
                            description="Each cell at each task's parameter budget, the same learning-rate search for "
                            "all (2 seeds per rate), the winner retrained on 10 disjoint seeds; a table cell × task, "
                            "every cell against the vanilla RNN, GRU and LSTM (the exact permutation test with Holm, "
-                           "Welch's interval, P(A>B); 'same' by equivalence within each task's margin) and the papers' "
-                           "claims as 'holds on k of N tasks'. Stored runs are reused.")
+                           "its inverted interval, P(A>B); 'same' by equivalence within each task's margin) and the "
+                           "papers' claims as 'holds on k of N tasks'. Stored runs are reused.")
     bench.add_argument("cells", nargs="*", metavar="CELL", help="labels of the built-in benchmark cells (default: all)")
     bench.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class",
                        help="add your own cell (repeatable); it joins every table")

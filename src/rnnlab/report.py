@@ -132,13 +132,13 @@ def verdict_tables(results: StudyResults) -> list[tuple[str, list[str], list[lis
     out = []
     claims = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
                _fmt(v.difference) + _verdict_interval(v), v.test, _p(v.p_value),
-               _p(v.p_adjusted), _p(v.p_exact),
+               _p(v.p_adjusted),
                "–" if v.prob_superiority is None else f"{v.prob_superiority:.2f}", _power(v), v.reason or "–"]
               for v in results.verdicts if v.kind == "claim"]
     if claims:
         out.append(("Claims, tested over seeds",
-                    ["verdict", "claim", "evidence", "difference [95% CI]", "test", "p", "p (Holm)",
-                     "p (exact permutation)", "P(A>B)", "power", "why not reproduced"], claims))
+                    ["verdict", "claim", "evidence", "difference [interval]", "test", "p", "p (Holm)",
+                     "P(A>B)", "power", "why not reproduced"], claims))
     published = [[v.verdict, v.claim, v.evidence, "–" if v.difference is None else
                   _fmt(v.difference) + _interval(v.low, v.high),
                   "–" if v.tolerance is None else f"±{v.tolerance:.3g} ({v.tolerance_why})",
@@ -521,7 +521,7 @@ def verdict_cell(v: Verdict) -> str:
         text += f", p = {_p(v.p_value)} ({v.test})"
     if v.p_adjusted is not None and v.kind in ("claim", "published"):
         text += f", Holm-adjusted p = {_p(v.p_adjusted)} (decides)"
-    if v.p_exact is not None:
+    if v.p_exact is not None and v.p_exact != v.p_value:     # a page stored before the permutation test decided
         text += f", exact permutation p = {_p(v.p_exact)}"
     if v.prob_superiority is not None:
         text += f", P(A>B) = {v.prob_superiority:.2f}"

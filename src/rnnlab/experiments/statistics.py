@@ -2,12 +2,13 @@
 
 What the field asks of a comparison over random seeds, and where it is done here:
 
-- **Two configurations, a continuous metric** — ``welch``: Welch's t-test and its Welch–Satterthwaite
-  interval (Colas et al. 2019: the most robust of the usual tests at small samples), computed here from
-  the t distribution so it needs nothing newer than SciPy's distributions; ``permutation_p``: the exact
-  permutation p of the difference of means, shown beside Welch's for ≤ ``EXACT_UP_TO`` seeds a side,
-  and the test that decides when neither side has any spread (Welch's statistic is undefined there:
-  no "p = 0 from zero spread").
+- **Two configurations, a continuous metric** — ``permutation`` / ``compare_means``: the exact permutation
+  test of the difference in means (every split of the pooled seeds up to ``EXACT_UP_TO`` a side, else
+  ``RESAMPLES`` random splits with a fixed seed), which decides: its null is that both configurations' runs
+  come from one distribution, and it holds its level at any number of seeds without assuming a normal
+  shape, so a configuration with a few failed seeds among good ones is seen where Welch's t-test is not.
+  Its interval inverts the same test under the shift model (the shifts it keeps), so it excludes 0 exactly
+  when the test rejects; ``smallest_permutation_p`` is the floor these seeds put on its p.
 - **Counts of successful trials** (0 or 1 per seed) — ``score_test_exact`` / ``compare_counts``: the
   exact unconditional test of Barnard's kind with the score statistic (Suissa & Shuster 1985; at a
   difference of 0 it is ``scipy.stats.barnard_exact(pooled=True)``), and its interval by inverting the
@@ -21,9 +22,11 @@ What the field asks of a comparison over random seeds, and where it is done here
   run (Reimers & Gurevych 2017: a single score is one draw from a distribution).
 - **The distribution, not only the mean** — ``prob_superiority``: P(A > B) over all seed pairs
   (Bouthillier et al. 2021), ties counted half.
-- **How many seeds** — ``detectable_difference`` (the smallest difference Welch's test finds with 80%
-  power, from the noncentral t), ``seeds_needed`` (per side, for a measured difference and spread;
-  counts by Cohen's arcsine effect size).
+- **How many seeds** — ``detectable_permutation`` and ``seeds_needed_permutation``: the smallest difference
+  the permutation test finds with 80% power and the seeds a measured difference needs, simulated up to
+  ``SIMULATED_UP_TO`` seeds a side (where its discreteness costs power) and from Welch's noncentral t
+  beyond (``welch_power``, ``detectable_difference``, ``seeds_needed``); for counts the exact power of the
+  score test (``power_counts``, ``seeds_needed_counts``).
 - **Seeds chosen as the data come in** — ``SequentialPlan``: a group-sequential design with α split
   equally over its planned looks (Bonferroni; valid for any test valid at each look) and a non-binding
   stop for absence (the difference shown smaller than the claim's smallest effect of interest), also
@@ -95,22 +98,7 @@ class Difference:
     high: float
     p: float
     test: str
-    p_exact: float | None = None      # the exact permutation p shown beside Welch's at few seeds
-
-
-def welch(a, b, alpha: float = ALPHA) -> tuple[float, float, float, float]:
-    """Welch's t-test of mean(a) = mean(b): (difference, low, high, p). At least one side needs spread."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    va, vb = (0.0 if np.ptp(x) == 0 else x.var(ddof=1) / x.size for x in (a, b))   # exact 0 for a constant side
-    d = float(a.mean() - b.mean())
-    se = math.sqrt(va + vb)
-    if se == 0:
-        raise ValueError("welch: neither sample has any spread; use the permutation test")
-    df = (va + vb) ** 2 / ((va ** 2 / (a.size - 1) if va else 0.0) + (vb ** 2 / (b.size - 1) if vb else 0.0))
-    t = d / se
-    p = float(2 * stats.t.sf(abs(t), df))
-    half = float(stats.t.ppf(1 - alpha / 2, df) * se)
-    return d, d - half, d + half, p
+    p_exact: float | None = None      # the exact permutation p (the deciding p of a continuous metric)
 
 
 RESAMPLES = 20_000        # random splits beyond EXACT_UP_TO seeds a side (a fixed seed: the same p everywhere)

@@ -5,7 +5,7 @@ Each cell joins every group of the study (a task, a dataset) as one more configu
 settings of the group's first configuration (the study's optimiser, schedule, epochs, data) and the
 hidden size that brings it closest to that configuration's parameter count. For each of the group's
 configurations that differ from it only in the cell, the study gains a claim "CELL vs it" on the
-study's first metric, decided by the study's own statistics (Welch or the exact tests, Holm across
+study's first metric, decided by the study's own statistics (the exact permutation or count tests, Holm across
 the claims). The study's published numbers are kept; its measured reasons and named analyses,
 which explain the published runs of its own cells, are left out. It is stored as ``NAME+CELL``,
 apart from the study's runs.
