@@ -491,3 +491,51 @@ def test_the_readme_overview_is_what_the_published_results_give():
     block = readme[readme.index(OVERVIEW_BEGIN):readme.index(OVERVIEW_END) + len(OVERVIEW_END)]
     assert block == results_overview(PUBLISHED)
     assert "| [S1: sentiment classification" in block
+
+
+def test_no_published_map_prints_an_interval_that_disagrees_with_its_verdict():
+    """Every map's 'Compared at each point' row: the verdict follows its Holm p, and the interval printed beside
+    it (at the level that p implies) excludes 0 exactly when the verdict is a difference."""
+    checked = 0
+    for report in sorted(PUBLISHED.glob("*/report.md")):
+        text = report.read_text()
+        if "## Compared at each point" not in text:
+            continue
+        table = text.split("## Compared at each point", 1)[1].split("\n## ", 1)[0]
+        for line in table.splitlines():
+            if not line.startswith("| ") or line.startswith("| at |"):
+                continue
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            verdict, shown, p_holm = cells[2], cells[4], float(cells[7])
+            significant = verdict.endswith(" better")
+            assert significant == (p_holm < 0.05), f"{report.parent.name}: {line}"
+            interval = re.search(rf"\[{NUMBER}, {NUMBER}\]", shown)
+            if interval:
+                low, high = float(interval.group(1)), float(interval.group(2))
+                assert (low > 0 or high < 0) == significant, f"{report.parent.name}: {line}"
+            else:
+                assert not significant and "no interval" in shown
+            checked += 1
+    assert checked > 50
+
+
+def test_a_published_mean_over_the_papers_runs_is_tested_against_those_runs():
+    """A paper that reports mean ± sd over its n runs is compared run set against run set: with tolerance 0 the p
+    is SciPy's Welch test from the two summaries; a paper whose runs agree with ours matches within the
+    tolerance, one far off differs, and the interval printed beside the word agrees with it."""
+    from scipy import stats as scipy_stats
+
+    ours = [0.81, 0.83, 0.80, 0.82, 0.84, 0.815, 0.825, 0.805]
+    runs = _runs(a=ours)
+    plain = judge_published("a", "m", Published(0.79, 0.0, "none", sd=0.02, runs=5), runs)
+    welch_p = scipy_stats.ttest_ind_from_stats(np.mean(ours), np.std(ours, ddof=1), len(ours), 0.79, 0.02, 5,
+                                               equal_var=False).pvalue
+    assert plain.p_value == pytest.approx(welch_p, rel=1e-9) and "the paper's 5 runs" in plain.test
+    same = judge_published("a", "m", Published(0.818, 0.02, "two points", sd=0.01, runs=10), runs)
+    assert same.verdict == "matches (within ±0.02)" and -0.02 < same.low and same.high < 0.02
+    far = judge_published("a", "m", Published(0.70, 0.02, "two points", sd=0.01, runs=10), runs)
+    assert far.verdict.startswith("differs: ours higher by") and far.low > 0.02
+    wide = judge_published("a", "m", Published(0.80, 0.01, "one point", sd=0.05, runs=3), runs)
+    assert wide.verdict == "inconclusive with 8 seeds"
+    with pytest.raises(ValueError, match="both its sd and its number of runs"):
+        judge_published("a", "m", Published(0.8, 0.01, "x", sd=0.01), runs)

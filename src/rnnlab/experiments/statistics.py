@@ -595,6 +595,44 @@ def single_run(values, published: float, tolerance: float, bounds: tuple[float, 
     return SingleRun(mean, low, high, p_differs, p_matches)
 
 
+@dataclass(frozen=True)
+class AgainstRuns:
+    """Our seeds against a paper's mean ± sd over its n runs: Welch's t on the two summaries (the paper's runs
+    are not published, so no permutation of them is possible). ``difference``: ours − theirs; ``p_differs``:
+    twice the one-sided p beyond the tolerance's nearer edge (1 when the difference is within it);
+    ``p_matches``: the larger of the two one-sided p of lying beyond ± tolerance (TOST)."""
+
+    difference: float
+    se: float
+    df: float
+    p_differs: float
+    p_matches: float
+
+    def interval(self, alpha: float = ALPHA) -> tuple[float, float]:
+        half = float(stats.t.ppf(1 - alpha / 2, self.df)) * self.se
+        return self.difference - half, self.difference + half
+
+
+def against_runs(values, mean: float, sd: float, n: int, tolerance: float) -> AgainstRuns | None:
+    """``AgainstRuns`` of our seeds against a published mean ± sd over n runs; None without spread on either
+    side or fewer than 2 runs on either."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size < 2 or n < 2:
+        return None
+    va, vb = arr.var(ddof=1) / arr.size, sd ** 2 / n
+    if va + vb == 0:
+        return None
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va ** 2 / (arr.size - 1) if va else 0.0) + (vb ** 2 / (n - 1) if vb else 0.0))
+    d = float(arr.mean() - mean)
+    if abs(d) > tolerance:
+        p_differs = min(1.0, 2 * float(stats.t.sf((abs(d) - tolerance) / se, df)))
+    else:
+        p_differs = 1.0
+    p_matches = max(float(stats.t.sf((d + tolerance) / se, df)), float(stats.t.sf((tolerance - d) / se, df)))
+    return AgainstRuns(d, se, df, p_differs, p_matches)
+
+
 def equivalence(values, band: tuple[float, float], tolerance: float, count: bool = False,
                 bounds: tuple[float, float] | None = None, alpha: float = ALPHA) -> Equivalence:
     """Our seeds against a published band (low == high for a number; ±inf for an open end) ± tolerance."""

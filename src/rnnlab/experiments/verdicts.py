@@ -72,11 +72,14 @@ class Claim:
 @dataclass(frozen=True)
 class Published:
     """A published number (or ``(low, high)`` range) with the tolerance within which ours is the same
-    (the paper's own spread where it gives one) and why."""
+    and why. Where the paper reports a mean over its own runs, ``sd`` and ``runs`` carry its spread and
+    count, and our seeds are tested against its runs (Welch's t on the two summaries), not against one run."""
 
     value: Any
     tolerance: float
     why: str
+    sd: float | None = None
+    runs: int | None = None
 
 
 
@@ -225,6 +228,12 @@ def check_published(key: str, metric: str, published: Any) -> None:
             raise ValueError(f"{where}: the tolerance must be a number ≥ 0, got {published.tolerance!r}")
         if not published.why:
             raise ValueError(f"{where}: a declared tolerance needs its reason (why)")
+        if (published.sd is None) != (published.runs is None):
+            raise ValueError(f"{where}: a paper's spread needs both its sd and its number of runs")
+        if published.sd is not None and not (isinstance(published.value, (int, float)) and published.sd >= 0
+                                             and isinstance(published.runs, int) and published.runs >= 2):
+            raise ValueError(f"{where}: mean ± sd over runs needs a number, an sd ≥ 0 and at least 2 runs, got "
+                             f"{published.value!r} ± {published.sd!r} over {published.runs!r}")
         published = published.value
     number = (int, float)
     if isinstance(published, bool) or not isinstance(published, (*number, str, tuple)):
@@ -294,6 +303,8 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
     why = declared.why if declared else info.why
     if cap is not None and cap[0] < tolerance:
         tolerance, why = cap[0], f"{cap[1]} (narrower than {why})"
+    if declared is not None and declared.sd is not None:
+        return _judge_against_runs(claim, evidence, values, declared, tolerance, why, reason, info, level)
     if not info.is_count and not isinstance(value, tuple):
         return _judge_single_run(claim, evidence, values, value, tolerance, why, reason, info, level)
     result = st.equivalence(values, band, tolerance, count=info.is_count, bounds=info.bounds)
@@ -321,6 +332,40 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
     return verdict
 
 
+def _judge_against_runs(claim: str, evidence: str, values: np.ndarray, published: Published, tolerance: float,
+                        why: str, reason: str, info: Any, level: float) -> Verdict:
+    """A published mean ± sd over the paper's runs against our seeds: Welch's t on the two summaries, TOST
+    against ± tolerance for a match, the test against the tolerance's nearer edge for a difference."""
+    result = st.against_runs(values, published.value, published.sd, published.runs, tolerance)
+    if result is None:
+        return Verdict(claim, evidence, None, None, None, "", None, inconclusive(len(values)), reason,
+                       seeds=len(values), tolerance=tolerance, tolerance_why=why)
+    matching = abs(result.difference) <= tolerance
+    verdict = Verdict(claim, evidence, result.difference, None, None, "", None, "", reason, seeds=len(values),
+                      tolerance=tolerance, tolerance_why=why)
+
+    def interval_at(alpha: float) -> tuple[float, float, float, bool]:
+        """The difference's interval at the coverage the deciding test has at ``alpha`` (1 − 2·alpha for TOST)."""
+        coverage = 1 - 2 * alpha if matching else 1 - alpha
+        low, high = result.interval(1 - coverage)
+        return low, high, coverage, False
+
+    verdict.interval_at = interval_at
+    against = f"the paper's {published.runs} runs ({published.value:.4g} ± {published.sd:.2g})"
+    if matching:
+        verdict.test = f"Welch's t against {against}: two one-sided tests against the tolerance (TOST)"
+        verdict.p_value, verdict.if_significant = result.p_matches, f"matches (within ±{tolerance:.3g})"
+    else:
+        verdict.test = f"Welch's t against {against}: against the tolerance's nearer edge"
+        side = "higher" if result.difference > 0 else "lower"
+        better = "" if info.higher_is_better is None else \
+            " (better)" if (result.difference > 0) == info.higher_is_better else " (worse)"
+        verdict.p_value = result.p_differs
+        verdict.if_significant = f"differs: ours {side} by {abs(result.difference):.3g}{better}"
+    decide_published(verdict, verdict.p_value, level)
+    return verdict
+
+
 def _judge_single_run(claim: str, evidence: str, values: np.ndarray, value: float, tolerance: float, why: str,
                       reason: str, info: Any, level: float) -> Verdict:
     """A published number on a continuous metric is one run of the paper's: it is judged against where one
@@ -337,12 +382,12 @@ def _judge_single_run(claim: str, evidence: str, values: np.ndarray, value: floa
                       prediction_high=result.high)
     matching = abs(result.estimate - value) <= tolerance
 
-    def interval_at(alpha: float) -> tuple[float, float, float]:
+    def interval_at(alpha: float) -> tuple[float, float, float, bool]:
         """Where one run of ours falls, at the coverage the deciding test has at ``alpha``: 1 − 2·alpha for the
         two one-sided prediction tests of a match, 1 − alpha for a difference."""
         coverage = 1 - 2 * alpha if matching else 1 - alpha
         low, high = st.clip_to_range(*st.prediction_interval(values, 1 - coverage), info.bounds)
-        return low, high, coverage
+        return low, high, coverage, True
 
     verdict.interval_at = interval_at
     if matching:
@@ -371,12 +416,17 @@ def _published_test(count: bool, inside: bool = True) -> str:
 
 
 def decide_published(verdict: Verdict, p: float, level: float) -> None:
-    """The word of a published number from its (adjusted) p at ``level``; a single run's prediction interval is
-    printed at the level that p implies (``implied_level``), so that it agrees with the word."""
+    """The word of a published number from its (adjusted) p at ``level``; a single run's prediction interval (or,
+    against a paper's runs, the difference's interval) is printed at the level that p implies
+    (``implied_level``), so that it agrees with the word."""
     verdict.p_adjusted = p
     if verdict.interval_at is not None and verdict.p_value is not None:
         alpha = st.implied_level(verdict.p_value, p, level)
-        verdict.prediction_low, verdict.prediction_high, coverage = verdict.interval_at(alpha)
+        low, high, coverage, of_one_run = verdict.interval_at(alpha)
+        if of_one_run:
+            verdict.prediction_low, verdict.prediction_high = low, high
+        else:
+            verdict.low, verdict.high = low, high
         verdict.coverage = None if math.isclose(coverage, 1 - ALPHA) else coverage
     verdict.verdict = verdict.if_significant if p < level else inconclusive(verdict.seeds)
     if verdict.verdict.startswith("matches"):
