@@ -497,7 +497,8 @@ def test_a_metric_an_analysis_measures_on_every_run_joins_the_runs_tables_and_cl
         return [RunSpec(cell, "reber", {"cell": cell, "hidden": 4, "epochs": 1, "batch_size": 8},
                         {"n_train": 12, "n_test": 8}) for cell in ("rnn", "gru")]
 
-    claim = Claim("the vanilla RNN's gradients are the larger", "rnn", "gru", "gradient_median", source="a test")
+    claim = Claim("the vanilla RNN's gradients are the larger", "rnn", "gru", "gradient_median", higher_is_better=True,
+                  source="a test")
     exp = dataclasses.replace(_tiny_study(), name="grads", specs=specs, claims=[claim], published={}, reasons={},
                               metric_names=["test_loss", "gradient_median"], search="",
                               analyses=[GradientDistribution({"rnn": "rnn", "gru": "gru"}, examples=6),

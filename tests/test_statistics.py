@@ -234,8 +234,8 @@ def sequential_family_error(means: dict[str, float], trials: int, seed: int = 0)
     from rnnlab.experiments.verdicts import REPRODUCED, Claim
 
     plan = S.SequentialPlan(looks=(5, 10, 20))
-    claims = [Claim("a beats b", "a", "b", "m"), Claim("c beats d", "c", "d", "m"), Claim("e beats f", "e", "f", "m"),
-              Claim("g beats h by at least 0.5", "g", "h", "m", smallest_effect=0.5)]
+    claims = [Claim(f"{a} beats {b}", a, b, "m", higher_is_better=True) for a, b in ("ab", "cd", "ef")]
+    claims.append(Claim("g beats h by at least 0.5", "g", "h", "m", higher_is_better=True, smallest_effect=0.5))
     null = [c.text for c in claims if means[c.better] == means[c.worse]]
     rng = np.random.default_rng(seed)
     false, found = 0, 0

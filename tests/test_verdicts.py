@@ -39,7 +39,7 @@ def _runs(**values) -> list[dict]:
             for s, v in enumerate(vs)]
 
 
-CLAIM = Claim("a beats b", better="a", worse="b", metric="m")
+CLAIM = Claim("a beats b", better="a", worse="b", metric="m", higher_is_better=True)
 
 
 def test_a_known_difference_is_reproduced():
@@ -107,7 +107,7 @@ def test_counts_of_successful_trials_use_an_exact_unconditional_test_whose_inter
 
 
 def test_a_bimodal_metric_is_tested_as_a_count_at_the_declared_threshold():
-    claim = Claim("a learns it more often", "a", "b", "m", threshold=0.9)
+    claim = Claim("a learns it more often", "a", "b", "m", higher_is_better=True, threshold=0.9)
     runs = _runs(a=[0.99] * 10, b=[0.5, 0.99, 0.96, 0.45, 0.53, 0.5, 0.48, 0.97, 0.51, 0.5])
     v = judge_claim(claim, runs)
     assert "10 of 10 reach ≥ 0.9" in v.evidence and "3 of 10 reach ≥ 0.9" in v.evidence
@@ -115,7 +115,7 @@ def test_a_bimodal_metric_is_tested_as_a_count_at_the_declared_threshold():
 
 
 def test_a_difference_shown_below_the_smallest_effect_is_not_reproduced():
-    claim = Claim("a beats b by a lot", "a", "b", "m", smallest_effect=1.0)
+    claim = Claim("a beats b by a lot", "a", "b", "m", higher_is_better=True, smallest_effect=1.0)
     rng = np.random.default_rng(1)
     v = judge_claim(claim, _runs(a=rng.normal(0, 0.1, 10), b=rng.normal(0, 0.1, 10)))
     assert v.verdict == NOT_REPRODUCED and "below the claim's smallest effect of interest 1" in v.reason
@@ -124,7 +124,7 @@ def test_a_difference_shown_below_the_smallest_effect_is_not_reproduced():
 def test_a_significant_difference_below_the_smallest_effect_is_not_reproduced_and_says_why():
     """Significance does not override the claim's own smallest effect: 10 vs 10 seeds whose difference is
     0.0023 [0.0019, 0.0027] is significant, but shown below the declared 0.005."""
-    claim = Claim("a beats b by at least half a point", "a", "b", "m", smallest_effect=0.005)
+    claim = Claim("a beats b by at least half a point", "a", "b", "m", higher_is_better=True, smallest_effect=0.005)
     rng = np.random.default_rng(0)
     noise = rng.normal(0, 0.0003, 20)
     v = judge_claim(claim, _runs(a=0.9023 + noise[:10], b=0.9 + noise[10:]))
@@ -138,7 +138,7 @@ def test_a_significant_difference_below_the_smallest_effect_is_not_reproduced_an
 def test_holm_adjusts_the_claims_of_a_study_as_one_family():
     rng = np.random.default_rng(3)
     runs = _runs(a=rng.normal(2.0, 1, 8), b=rng.normal(0, 1, 8), c=rng.normal(1.0, 1, 8), d=rng.normal(1.5, 1, 8))
-    claims = [Claim(f"a beats {k}", "a", k, "m") for k in "bcd"]
+    claims = [Claim(f"a beats {k}", "a", k, "m", higher_is_better=True) for k in "bcd"]
     rows = verdict_table(claims, {}, {}, runs)
     raw = [judge_claim(c, runs).p_value for c in claims]
     order = np.argsort(raw)
@@ -328,7 +328,7 @@ def test_power_is_computed_at_the_level_that_decides_and_holds_in_simulation():
 
     rng = np.random.default_rng(0)
     a, b = rng.normal(3.0, 1.0, 5), rng.normal(0.0, 1.0, 5)
-    claims = [Claim(f"a beats b ({i})", "a", "b", "m") for i in range(8)]
+    claims = [Claim(f"a beats b ({i})", "a", "b", "m", higher_is_better=True) for i in range(8)]
     row = verdict_table(claims, {}, {}, _runs(a=a, b=b))[0]
     spread = np.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
     # 5 vs 5 cannot reach α/8 = 0.00625 (the smallest p is 2/252): nothing is detectable
@@ -469,7 +469,7 @@ def test_the_permutation_interval_keeps_exactly_the_shifts_the_test_keeps(xs, ys
 def test_a_published_tolerance_is_no_wider_than_the_gap_a_claim_tells_apart():
     """S3 publishes JSB's GRU at 8.54 and LSTM at 8.67 and claims the GRU is lower: with the default 1% (±0.085)
     runs at 8.48 would 'match' the GRU's number though half the claimed gap is 0.065; capped, they do not."""
-    claim = Claim("the GRU is lower", "gru", "lstm", "test_loss", higher_is_better=False)
+    claim = Claim("the GRU is lower", "gru", "lstm", "test_loss")
     published = {("gru", "test_loss"): 8.54, ("lstm", "test_loss"): 8.67}
     runs = _runs(gru=[8.477, 8.480, 8.483, 8.479, 8.481], lstm=[8.60, 8.61, 8.62, 8.605, 8.615])
     for r in runs:
@@ -539,3 +539,15 @@ def test_a_published_mean_over_the_papers_runs_is_tested_against_those_runs():
     assert wide.verdict == "inconclusive with 8 seeds"
     with pytest.raises(ValueError, match="both its sd and its number of runs"):
         judge_published("a", "m", Published(0.8, 0.01, "x", sd=0.01), runs)
+
+
+def test_a_claims_direction_comes_from_the_metric_registry_and_cannot_contradict_it():
+    """A loss claim without a stated direction is tested lower-is-better (the registry's), never silently the
+    wrong way round; a stated direction that contradicts the registry, or none for a metric without one, is
+    refused naming the claim."""
+    assert Claim("the GRU is lower", "gru", "lstm", "test_loss").higher_is_better is False
+    assert Claim("the GRU is more accurate", "gru", "rnn", "test_accuracy").higher_is_better is True
+    with pytest.raises(ValueError, match="'bad'.*contradicts 'test_loss'"):
+        Claim("bad", "gru", "lstm", "test_loss", higher_is_better=True)
+    with pytest.raises(ValueError, match="no direction"):
+        Claim("which way", "gru", "lstm", "gradient_median")

@@ -183,7 +183,7 @@ def _reber_experiment(embedded: bool) -> Experiment:
             # S2's figure 9 says the two distributions look alike; what its argument needs, tested over seeds
             Claim("S2 (figure 9): the vanilla-18's gradients do not vanish next to the GRU-10's (its median "
                   "per-string gradient coefficient is the larger), so vanishing gradients alone do not explain its "
-                  "failure", f"rnn-{vanilla}", "gru-10", "gradient_median", source="S2"),
+                  "failure", f"rnn-{vanilla}", "gru-10", "gradient_median", higher_is_better=True, source="S2"),
         ]
     else:
         published = {(f"rnn-{vanilla}", "test_all_solved"): 1.0}   # S2: k = 5 learns the Reber grammar
@@ -288,7 +288,7 @@ def _music_claims() -> list[Claim]:
         for other in (c for c in nll if nll[c] > nll[best]):
             claims.append(Claim(f"S3 ({dataset}): the {names[best]} has a lower test NLL than the {names[other]}",
                                 f"{dataset}-{best}-{MUSIC_SIZES[best]}", f"{dataset}-{other}-{MUSIC_SIZES[other]}",
-                                "test_loss", higher_is_better=False, source="S3"))
+                                "test_loss", source="S3"))
     return claims
 
 
@@ -363,7 +363,7 @@ NLU_LM = _with_findings(Experiment(
     search=S4_SEARCH, tune=["tuned"],
     published={("h50-lr0.5-k0", "dev_loss"): 4.973, ("tuned", "dev_loss"): 4.5305, ("tuned", "test_loss"): 4.027},
     claims=[Claim("S4: hidden 50 reaches a lower dev loss than hidden 25 (lr 0.5, back steps 0)", "h50-lr0.5-k0",
-                  "h25-lr0.5-k0", "dev_loss", higher_is_better=False, source="S4")],
+                  "h25-lr0.5-k0", "dev_loss", source="S4")],
 ))
 
 
@@ -419,7 +419,7 @@ BPTT_DEPTH = _with_findings(Experiment(
     published={("rnn-k20", "test_loss"): 0.467, ("rnn-k20", "test_accuracy"): 0.78,
                ("gru-k20", "test_loss"): 0.415, ("gru-k20", "test_accuracy"): 0.82},
     claims=[Claim("S4: trained with 20 steps of BPTT, the GRU predicts the verb's number with a lower loss than the "
-                  "vanilla RNN", "gru-k20", "rnn-k20", "test_loss", higher_is_better=False, source="S4"),
+                  "vanilla RNN", "gru-k20", "rnn-k20", "test_loss", source="S4"),
             Claim("S4 (figure 1): the RNN's recurrent gradient stops growing within 5-10 steps back, the GRU's does "
                   "not (what the 10th step back adds, relative to the full-BPTT gradient, is larger for the GRU)",
                   "gru-k20", "rnn-k20", "step10_gradient_share", source="S4")],
@@ -487,15 +487,15 @@ PTB = _with_findings(Experiment(
     tune=["lstm", "gru", "rnn"],   # gru-lr10 is the GRU at one more rate, which the search covers
     published={("lstm", "dev_perplexity"): 120.7, ("lstm", "test_perplexity"): 114.5},
     claims=[Claim("rnnlab: at Zaremba's setting the LSTM reaches a lower test perplexity than the tanh RNN", "lstm",
-                  "rnn", "test_perplexity", higher_is_better=False, source="rnnlab's question"),
+                  "rnn", "test_perplexity", source="rnnlab's question"),
             Claim("rnnlab: at Zaremba's setting the LSTM reaches a lower test perplexity than the GRU", "lstm", "gru",
-                  "test_perplexity", higher_is_better=False, source="rnnlab's question"),
+                  "test_perplexity", source="rnnlab's question"),
             Claim("rnnlab: Zaremba's initialisation gives the LSTM a lower test perplexity than rnnlab's defaults",
-                  "lstm", "lstm-rnnlab-init", "test_perplexity", higher_is_better=False,
+                  "lstm", "lstm-rnnlab-init", "test_perplexity",
                   source="rnnlab's question"),
             Claim("rnnlab: the paper's schedule (rate halved from epoch 5) gives the LSTM a lower test perplexity "
                   "than Zaremba's Lua code's (from epoch 6)", "lstm", "lstm-lua-schedule", "test_perplexity",
-                  higher_is_better=False, source="rnnlab's question")],
+                  source="rnnlab's question")],
     analyses=[LearningCurves("dev_perplexity", "dev perplexity (PTB)", name="PTB learning curves",
                              caption="Dev perplexity after each epoch, mean ± one std over seeds; the best-dev "
                                      "parameters are the ones tested."),

@@ -57,16 +57,29 @@ class Claim:
     """``better`` beats ``worse`` on ``metric``; ``source`` says who claims it. ``threshold``: test the
     count of seeds that reach it (≥, or ≤ where lower is better) instead of the mean.
     ``smallest_effect``: the smallest difference (in the claimed direction; a difference of rates for
-    counts) that would still bear the claim out: a difference shown below it is *not reproduced*."""
+    counts) that would still bear the claim out: a difference shown below it is *not reproduced*.
+    ``higher_is_better``: the metric registry's direction (``rnnlab.metrics``); a claim states it only for a
+    metric the registry gives none (a gradient's size), and may not contradict it."""
 
     text: str
     better: str
     worse: str
     metric: str
-    higher_is_better: bool = True
+    higher_is_better: bool | None = None
     source: str = ""
     threshold: float | None = None
     smallest_effect: float | None = None
+
+    def __post_init__(self) -> None:
+        known = metric_info(self.metric).higher_is_better
+        if self.higher_is_better is None:
+            if known is None:
+                raise ValueError(f"claim {self.text!r}: rnnlab.metrics gives {self.metric!r} no direction; say "
+                                 "higher_is_better=True or False")
+            object.__setattr__(self, "higher_is_better", known)
+        elif known is not None and self.higher_is_better != known:
+            raise ValueError(f"claim {self.text!r}: higher_is_better={self.higher_is_better} contradicts "
+                             f"{self.metric!r}, on which {'higher' if known else 'lower'} is better (rnnlab.metrics)")
 
 
 @dataclass(frozen=True)
