@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 import sys
 
+import _shared  # the script's folder is on sys.path; first: it pins the pools before NumPy loads
+
 ALL_CORES = "--all-cores" in sys.argv
 if not ALL_CORES:
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ[_var] = "1"
+    _shared.pin_one_thread()
 
 import argparse  # noqa: E402
 import math  # noqa: E402
@@ -122,15 +123,6 @@ def matmul_flops(kind: str, T: int, B: int, I: int, H: int) -> float:
     return 2.0 * T * B * G * H * (3 * I + 3 * H)
 
 
-def sgemm_peak(dtype) -> float:
-    a = np.random.default_rng(0).random((1024, 1024)).astype(dtype)
-    a @ a
-    t = time.process_time()
-    for _ in range(10):
-        a @ a
-    return 10 * 2 * 1024 ** 3 / (time.process_time() - t)
-
-
 def first_call(cache_dir: str | None) -> float:
     env = dict(os.environ, **({"NUMBA_CACHE_DIR": cache_dir} if cache_dir else {}))
     return float(subprocess.run([sys.executable, "-c", FIRST_CALL], env=env, capture_output=True, text=True,
@@ -169,7 +161,7 @@ def main() -> None:
               f"slower than torch at {slower} of {len(r)} sizes)")
     if ALL_CORES:
         return
-    peak = sgemm_peak(dtype)
+    peak = _shared.gemm_rate(dtype, repeats=10)
     for kind, m in largest.items():
         flops = matmul_flops(kind, 100, 64, 88, 256)
         shares = ", ".join(f"{name} {flops / t / peak:.0%}" for name, t in m.items())

@@ -12,10 +12,9 @@ Needs the NLU data (``rnnlab data list``). The three compute the same numbers to
 
 from __future__ import annotations
 
-import os
+import _shared  # the script's folder is on sys.path; first: it pins the pools before NumPy loads
 
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[_name] = "1"      # every thread pool pinned before NumPy is imported
+_shared.pin_one_thread()
 
 import argparse  # noqa: E402
 import time  # noqa: E402

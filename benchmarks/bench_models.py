@@ -23,13 +23,13 @@ could not beat.
 
 from __future__ import annotations
 
-import os
 import sys
+
+import _shared  # the script's folder is on sys.path; first: it pins the pools before NumPy loads
 
 ALL_CORES = "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1] == "all"
 if not ALL_CORES:
-    for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ[_name] = "1"      # every thread pool pinned before NumPy is imported
+    _shared.pin_one_thread()
 
 import rnnlab  # noqa: E402, F401  (first: it sets OpenBLAS's idle-thread timeout before NumPy loads OpenBLAS)
 
@@ -176,17 +176,6 @@ def step_flops(model, batch) -> float:
     return 3 * flops
 
 
-def gemm_rate(threads: int) -> float:
-    """Measured float32 GEMM FLOP/s (1024³, best of 5)."""
-    a = np.random.default_rng(0).normal(size=(1024, 1024)).astype(np.float32)
-    best = np.inf
-    for _ in range(5):
-        started = time.perf_counter() if threads > 1 else time.process_time()
-        a @ a
-        best = min(best, (time.perf_counter() if threads > 1 else time.process_time()) - started)
-    return 2 * 1024 ** 3 / best
-
-
 def measure(steps: dict, repeats: int, blocks: int, wall: bool) -> dict[str, float]:
     """Median ms per step of each closure: blocks of ``repeats`` steps, the two alternating."""
     clock = time.perf_counter if wall else time.process_time
@@ -215,7 +204,7 @@ def main() -> None:
     args = parser.parse_args()
     threads = cpu_cores() if ALL_CORES else 1
     torch.set_num_threads(threads)
-    rate = gemm_rate(threads)
+    rate = _shared.gemm_rate(cpu_time=threads == 1)
     print(f"{processor_name()}; {threads} thread(s); {'wall' if ALL_CORES else 'CPU'} ms per step, median of "
           f"{args.blocks} interleaved blocks; float32 GEMM {rate / 1e9:.1f} GFLOP/s measured")
     print(f"{blas_description()}\n")

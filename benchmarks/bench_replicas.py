@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from bench_cells import median_time  # the script's folder is on sys.path
+from _shared import median_time  # the script's folder is on sys.path
 from rnnlab.data.tasks import build_model, get_task
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.replicas import fit_replicas

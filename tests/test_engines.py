@@ -17,14 +17,8 @@ from threadpoolctl import threadpool_info
 
 import rnnlab
 from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, backward_against_finite_differences, join_state, make_mask
-from rnnlab.cells.kernel_math import (
-    EXP_CLAMP32,
-    EXP_CLAMP64,
-    KERNEL_OPTIONS,
-    kernel_exp,
-    kernel_sigmoid,
-    kernel_tanh,
-)
+from rnnlab.cells.kernel_math import EXP_CLAMP32, EXP_CLAMP64, kernel_exp, kernel_sigmoid, kernel_tanh
+from rnnlab.compile import KERNEL_OPTIONS
 from rnnlab.engines.threads import available_threads, blas_threads, choose_threads
 
 try:

@@ -623,3 +623,22 @@ def test_seconds_per_epoch_is_not_the_first_epochs_compilation(tmp_path):
     (job / "result.json").write_text(json.dumps(result))
     again = run_experiment(exp, tmp_path, seeds=1, workers=1, progress=False)
     assert again.runs[0].metrics["seconds_per_epoch"] == pytest.approx(0.03)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["evaluate", "--help"], ["compare", "--help"]])
+def test_the_command_lines_help_imports_no_study_analysis_or_plotting(argv):
+    """`rnnlab --help` and a command's help start fast: the studies (which build their specs and budgets), the
+    analyses and matplotlib are imported only by the commands that run them (and `reproduce`, whose choices
+    are the studies)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom rnnlab.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+             "heavy = sorted(m for m in sys.modules if m.startswith(('rnnlab.experiments.studies', 'rnnlab.analysis', "
+             "'matplotlib', 'rnnlab.report')))\nprint('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out and "usage: rnnlab" in out
+    names = subprocess.run([sys.executable, "-c", probe, "reproduce", "--help"], capture_output=True, text=True,
+                           check=True).stdout
+    assert "polyphonic" in names        # reproduce's help still lists the studies

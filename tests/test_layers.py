@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it (the README's picture)
 LAYERS = [
-    ("rnnlab.common", "rnnlab.files", "rnnlab.init", "rnnlab.metrics", "rnnlab.version"),
+    ("rnnlab.common", "rnnlab.compile", "rnnlab.files", "rnnlab.init", "rnnlab.metrics", "rnnlab.version"),
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",
@@ -117,3 +117,20 @@ def test_the_version_is_one_fact():
     pyproject = (SRC.parent / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject and 'version = { attr = "rnnlab.version.__version__" }' in pyproject
     assert rnnlab.__version__ == __version__ == importlib.metadata.version("rnnlab")
+
+
+def test_every_compiled_function_goes_through_the_one_compile_policy():
+    """Numba's decorators are applied in ``rnnlab.compile`` only: a module that compiles uses its ``kernel``,
+    ``threaded_kernel``, ``inline`` or the named exception ``reduction_kernel``, so no options are restated."""
+    direct = []
+    for name, path in _modules().items():
+        if name == "rnnlab.compile":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "numba" and any(
+                    a.name in ("njit", "jit", "vectorize", "guvectorize") for a in node.names):
+                direct.append(name)
+            elif isinstance(node, ast.Attribute) and node.attr in ("njit", "jit") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "numba":
+                direct.append(name)
+    assert direct == []

@@ -478,7 +478,9 @@ def _engine_option(parser: argparse.ArgumentParser) -> None:
                         "the reference)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``command``: the one being run, whose choices that need the studies imported
+    are filled in (the others' help stays cheap: no study, analysis or plotting module is imported for it)."""
     parser = argparse.ArgumentParser(
         prog="rnnlab",
         description="A laboratory for recurrent neural networks: RNN, GRU, LSTM and any cell you bring, from scratch.",
@@ -487,9 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for add in (_demo_command, _check_cell_command, _bench_cells_command,
-                _train_command, _evaluate_command, _data_command, _analyze_command,
-                _study_commands, _sweep_command):
+                _train_command, _evaluate_command, _data_command, _analyze_command, _sweep_command):
         add(sub)
+    _study_commands(sub, with_names=command == "reproduce")
     return parser
 
 
@@ -659,15 +661,18 @@ def _analyze_command(sub) -> None:
     an.set_defaults(run=_analyze)
 
 
-def _study_commands(sub) -> None:
-    """rnnlab reproduce and rnnlab compare."""
-    from rnnlab.experiments.studies import EXPERIMENTS
+def _study_commands(sub, with_names: bool) -> None:
+    """rnnlab reproduce and rnnlab compare; the studies' names (which import every study) only ``with_names``."""
+    names = None
+    if with_names:
+        from rnnlab.experiments.studies import EXPERIMENTS
+        names = tuple(EXPERIMENTS)
     rep = sub.add_parser("reproduce", help="rerun a study over seeds and write its report",
                          formatter_class=HelpFormatter,
                          description="Trains every configuration of a study over seeds in parallel workers (finished "
                          "runs are kept and skipped), runs its analyses, and writes runs/NAME/ with results.json, "
                          "results.csv, the plots, report.html and report.md.")
-    rep.add_argument("name", choices=tuple(EXPERIMENTS), help="the study to rerun")
+    rep.add_argument("name", choices=names, help="the study to rerun")
     _experiment_options(rep)
     rep.add_argument("--tune", action="store_true", help="first run the study's own search for each configuration "
                      "(its sweep, stored in OUT/NAME-tuned/search/), then train each one's best over --seeds; the "
@@ -728,7 +733,7 @@ def _load_named_cells(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _load_named_cells(argv)
-    parser = build_parser()
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     args.command_line = "rnnlab " + " ".join(shlex.quote(a) for a in argv)
     try:

@@ -22,10 +22,10 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from rnnlab.cells.kernel_math import kernel_exp
 from rnnlab.common import sigmoid
+from rnnlab.compile import reduction_kernel
 from rnnlab.engines.threads import split_rows
 
 
@@ -53,8 +53,9 @@ def softmax_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     return loss, dlogits
 
 
-# fast math without assuming finite values, and NaN or Inf as NumPy gives them: the trainer names a diverged run
-@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy", nogil=True)
+# the named exception to the compile policy (rnnlab.compile): no finite-math assumption, so NaN and Inf come out as
+# NumPy gives them and the trainer names a diverged run
+@reduction_kernel
 def _softmax_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma: no cover - compiled
     """One pass per row: the max and argmax, the log-sum-exp, the weighted −log p[target] (summed in
     float64), the gradient (softmax − one-hot) · scale, and the weighted count of argmax hits."""
@@ -107,7 +108,7 @@ def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np, per=None):
     return loss, (sigmoid(logits, xp) - targets) * _per_position_scale(w, per)
 
 
-@njit(cache=True, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy", nogil=True)
+@reduction_kernel
 def _sigmoid_cross_entropy_rows(logits, targets, w, scale, dlogits):   # pragma: no cover - compiled
     """One pass per row: the summed softplus(l) − t·l (in float64), weighted, and the gradient
     (σ(l) − t) · scale, both from one exponential e^{−|l|} per logit."""

@@ -19,9 +19,9 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from rnnlab.common import RowGradient
+from rnnlab.compile import kernel, threaded_kernel
 from rnnlab.engines.threads import split_rows
 
 Params = MutableMapping[str, np.ndarray]
@@ -214,7 +214,7 @@ class Adagrad(Optimizer):
 # expression makes a temporary and a pass for each operator. Not fastmath: the order is the contract.
 # Each also counts the parameters that came out non-finite (an integer sum, which still vectorises).
 
-@njit(cache=True, error_model="numpy", nogil=True)
+@threaded_kernel
 def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum, decay):
     bad = 0
     for i in range(p.size):
@@ -229,7 +229,7 @@ def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum,
     return bad
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def _sgd_rows_kernel(p, rows, values, scale, lr):   # plain SGD on the rows a RowGradient holds
     bad = 0
     for i in range(rows.shape[0]):
@@ -240,7 +240,7 @@ def _sgd_rows_kernel(p, rows, values, scale, lr):   # plain SGD on the rows a Ro
     return bad
 
 
-@njit(cache=True, error_model="numpy", nogil=True)
+@threaded_kernel
 def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, weight_decay, decay):
     bad = 0
     for i in range(p.size):
@@ -254,7 +254,7 @@ def _rmsprop_kernel(p, g, square_avg, scale, lr, alpha, one_minus_alpha, eps, we
     return bad
 
 
-@njit(cache=True, error_model="numpy", nogil=True)
+@threaded_kernel
 def _adam_kernel(p, g, m, v, scale, lr, b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps,
                  weight_decay, decay):
     bad = 0
@@ -270,7 +270,7 @@ def _adam_kernel(p, g, m, v, scale, lr, b1, one_minus_b1, b2, one_minus_b2, corr
     return bad
 
 
-@njit(cache=True, error_model="numpy", nogil=True)
+@threaded_kernel
 def _adagrad_kernel(p, g, total, scale, lr, eps, weight_decay, decay):
     bad = 0
     for i in range(p.size):

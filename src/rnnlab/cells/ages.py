@@ -5,15 +5,16 @@ Each step moves every age one step back; the oldest expires."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from rnnlab.compile import kernel
 
 
-@njit(cache=True)
+@kernel
 def new_carry(back_steps, B, H, dtype_like):
     return np.zeros((1 if back_steps < 0 else back_steps + 1, B, H), dtype_like.dtype)
 
 
-@njit(cache=True)
+@kernel
 def step_back(carry, dprev, back_steps):
     """The deltas that reach the previous step: all of dprev (full BPTT), or ages 0..k−1 of it as
     ages 1..k with nothing at age 0 (truncated: age k expires here)."""
@@ -24,7 +25,7 @@ def step_back(carry, dprev, back_steps):
         carry[0] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def initial_state_delta(carry, back_steps):
     """What reaches the initial state: the carried delta, or the sum of its surviving ages."""
     if back_steps < 0:
@@ -32,7 +33,7 @@ def initial_state_delta(carry, back_steps):
     return carry[1:].sum(axis=0)
 
 
-@njit(cache=True)
+@kernel
 def inject(carry, dh_t, total):
     """The error injected at this step joins the delta of age 0; ``total`` receives everything that
     reaches h_t (the sum over ages)."""
@@ -42,7 +43,7 @@ def inject(carry, dh_t, total):
         total += carry[s]
 
 
-@njit(cache=True)
+@kernel
 def sum_ages(per_age, B, out):
     """out = the sum over ages of ``per_age`` (A·B, n), whose rows are age-major (age s at s·B...)."""
     out[:] = per_age[:B]

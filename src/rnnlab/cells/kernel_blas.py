@@ -35,9 +35,11 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import carray, cfunc, njit, types
+from numba import carray, cfunc, types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
+
+from rnnlab.compile import kernel
 
 ROW_MAJOR, NO_TRANS = 101, 111
 SMALL_PRODUCT = 1_000_000          # OpenBLAS's bound on M·N·K for its small-matrix sgemm kernels
@@ -138,7 +140,7 @@ def blas_description() -> str:
     return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS ({split} now)"
 
 
-@njit(cache=True)
+@kernel
 def small_block_width(m: int, n: int, k: int) -> int:
     """The width of the blocks along the longer of n and k that put each block's product under
     ``SMALL_PRODUCT``: the widest multiple of 32 (narrower or unaligned blocks measured slower than
@@ -152,7 +154,7 @@ def small_block_width(m: int, n: int, k: int) -> int:
     return width
 
 
-@njit(cache=True)
+@kernel
 def block_width_now(m: int, n: int, k: int) -> int:
     """``small_block_width`` where the kernels split now (1 BLAS thread, a small-matrix kernel
     family), else max(n, k, 1): one block, the whole product in one call."""
@@ -160,7 +162,7 @@ def block_width_now(m: int, n: int, k: int) -> int:
     return width if width > 0 and _SPLIT_THREADS() == 1 else max(n, k, 1)
 
 
-@njit(cache=True)
+@kernel
 def _sgemm_in_blocks(m, n, k, a, b, out):
     """out = a · b for row-major float32 (m×k)·(k×n) at these addresses, in blocks of
     ``block_width_now`` along the longer of n and k (one block: one call)."""

@@ -3,7 +3,7 @@
 ``math.tanh`` and ``math.exp`` compile to calls of the C library, one element at a time (~15–20 ns
 each here, more than the recurrent matmul's share of a step at hidden ≤ 256), and a division in a
 loop compiled with Numba's default error model checks for zero and may raise, which also stops
-vectorisation. So the kernels use ``kernel`` (``error_model="numpy"``: x/0 gives inf or nan, as in
+vectorisation. So the kernels use ``kernel`` (``rnnlab.compile``'s policy: x/0 gives inf or nan, as in
 NumPy) and ``kernel_exp``, ``kernel_tanh`` and ``kernel_sigmoid`` below: Cody–Waite range reduction
 and a Taylor polynomial, all plain arithmetic (~1.3 ns per element, vectorised). In float64, exp is
 within 2.3e-16 relative error over ``EXP_CLAMP64`` = [−708, 709]; float32 kernels compute in float32
@@ -22,9 +22,13 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic, overload
 from numba.np.numpy_support import as_dtype
+
+from rnnlab.compile import inline, kernel
+
+__all__ = ["inline", "kernel", "kernel_exp", "kernel_sigmoid", "kernel_tanh", "one_of", "zero_of"]
 
 LOG2_E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01   # ln 2 split in two so that k·LN2_HI is exact for |k| < 2^11
@@ -32,21 +36,6 @@ LN2_LO = 1.90821492927058770002e-10
 EXP_CLAMP64 = (-708.0, 709.0)      # where 2^k, k = round(x / ln 2), is a normal float64
 EXP_CLAMP32 = (-87.0, 88.0)        # the same for float32
 _LO64, _HI64 = EXP_CLAMP64
-
-
-# No fast-math flag, not even "contract" (a·b + c as one FMA, rounded once): it made the float32
-# sigmoid 0.45 → 0.33 ns per element and the LSTM's forward kernel 11–13% faster at hidden 18–50
-# (AMD EPYC), about 1% of a study model's step, but it moves the last bits of every run, and in
-# `rnnlab compare` one of 20 vanilla-RNN seeds then learned embedded Reber: H&S 1997's claim went from
-# reproduced (6 of 20 against 0 of 20) to not significant (6 against 1, p = 0.049). Published runs
-# and verdicts stay reproducible bit for bit instead.
-KERNEL_OPTIONS = {"error_model": "numpy"}
-
-
-def kernel(fn):
-    """A fused time loop: compiled on first use, cached on disk, with NumPy's error model
-    (``KERNEL_OPTIONS``)."""
-    return njit(cache=True, **KERNEL_OPTIONS)(fn)
 
 
 def kernel_tanh(x):
@@ -76,11 +65,6 @@ def _constant_of(value: float, name: str, why: str):
 
 one_of = _constant_of(1.0, "one_of", "``1.0 - x`` on a float32 x would be float64.")
 zero_of = _constant_of(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is float64 under Numba 0.59.")
-
-
-def inline(fn):
-    """A helper inlined into the kernels, compiled with their options (``KERNEL_OPTIONS``)."""
-    return njit(inline="always", **KERNEL_OPTIONS)(fn)
 
 
 @intrinsic

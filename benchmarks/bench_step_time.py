@@ -1,6 +1,6 @@
 """Training-step time (forward + full BPTT) of rnnlab's engines against PyTorch, side by side.
 
-    python benchmarks/bench_cells.py [--dtype float32] [--repeats 20] [--no-jax]
+    python benchmarks/bench_step_time.py [--dtype float32] [--repeats 20] [--no-jax]
 
 For each (T, B, input, hidden) and cell, every contender gets the same weights and input; the step is
 forward over T steps plus backward of sum(hs * upstream) to every parameter and the input.
@@ -16,36 +16,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 import torch
 
+import _shared  # the script's folder is on sys.path
 import rnnlab
 from rnnlab.interop import to_torch
 
 SIZES = [(20, 100, 50, 50), (50, 32, 7, 18), (20, 5, 50, 50), (35, 20, 200, 200), (100, 64, 88, 256),
          (12, 32, 7, 10)]
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
-
-
-def median_time(fn, repeats: int, warmups: int = 2) -> float:
-    for _ in range(warmups):  # warm up (and compile)
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def matmul_peak(dtype) -> float:
-    """GFLOP/s of a large square matmul: the machine's practical peak for this dtype."""
-    a = np.random.default_rng(0).normal(size=(1536, 1536)).astype(dtype)
-    seconds = median_time(lambda: a @ a, 10)
-    return 2 * 1536**3 / seconds / 1e9
 
 
 def step_flops(kind: str, T: int, B: int, I: int, H: int) -> float:
@@ -64,7 +45,7 @@ def bench(kind, T, B, I, H, dtype, repeats, with_jax):
         hs, cache = cell.forward(x)
         cell.backward(upstream, cache)
 
-    times["numpy"] = median_time(ours, repeats)
+    times["numpy"] = _shared.median_time(ours, repeats)
     if with_jax:
         import jax
         import jax.numpy as jnp
@@ -77,11 +58,11 @@ def bench(kind, T, B, I, H, dtype, repeats, with_jax):
             hs, cache = compiled.forward(x)
             compiled.backward(upstream, cache)
 
-        times["jax"] = median_time(jax_api, repeats)
+        times["jax"] = _shared.median_time(jax_api, repeats)
         run = fused_step(compiled)
         p = {k: jnp.asarray(v) for k, v in compiled.params.items()}
         xj, uj = jnp.asarray(x), jnp.asarray(upstream)
-        times["jax-fused"] = median_time(lambda: jax.block_until_ready(run(p, xj, uj)), repeats)
+        times["jax-fused"] = _shared.median_time(lambda: jax.block_until_ready(run(p, xj, uj)), repeats)
     xt, ut = torch.from_numpy(x).requires_grad_(), torch.from_numpy(upstream)
 
     def theirs():
@@ -89,7 +70,7 @@ def bench(kind, T, B, I, H, dtype, repeats, with_jax):
         out, _ = module(xt)
         (out * ut).sum().backward()
 
-    times["torch"] = median_time(theirs, repeats)
+    times["torch"] = _shared.median_time(theirs, repeats)
     return times
 
 
@@ -109,7 +90,7 @@ def main() -> None:
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     torch.set_num_threads(threads)
     dtype = np.dtype(args.dtype)
-    peak = matmul_peak(dtype)
+    peak = _shared.gemm_rate(dtype, size=1536, repeats=10, cpu_time=False) / 1e9
     print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, {args.dtype}, {threads} cores/threads, "
           f"median of {args.repeats}; {args.dtype} matmul peak measured here: {peak:.0f} GFLOP/s")
     names = ["numpy"] + (["jax", "jax-fused"] if with_jax else [])
