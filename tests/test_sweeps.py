@@ -364,10 +364,10 @@ def test_task_options_are_grid_axes_too(tmp_path):
 @pytest.mark.slow
 def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
     pytest.importorskip("jax", reason="the jax extra is not installed")
-    from rnnlab.experiments.executors import replica_groups
+    from rnnlab.experiments.executors import Job, replica_groups
 
     sweep = parse_sweep(TINY)
-    groups = replica_groups([(t.id, t.settings, None) for t in sweep.trials()])
+    groups = replica_groups([Job(t.id, t.settings, None) for t in sweep.trials()])
     # per cell, 2 learning rates × 2 seeds: each seed once per program
     assert [len(g) for g in groups] == [2, 2, 2, 2]
     assert all(len({s["lr"] for _, s, _ in g}) == 1 or len({s["seed"] for _, s, _ in g}) == len(g) for g in groups)

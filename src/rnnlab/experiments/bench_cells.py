@@ -35,7 +35,7 @@ import numpy as np
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
-from rnnlab.experiments.executors import JobStore
+from rnnlab.experiments.executors import Job, JobStore
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.settings import check_cell_unchanged, complete_settings, default_settings, final_metrics
 from rnnlab.experiments.statistics import (
@@ -152,7 +152,7 @@ def _job_id(task: BenchTask, cell: BenchCell, lr: float, seed: int) -> str:
     return f"{task.name}--{cell.label}--lr{lr:g}--s{seed}"
 
 
-def _run(jobs: list[tuple[str, dict, Path]], store: JobStore, run, progress: bool) -> int:
+def _run(jobs: list[Job], store: JobStore, run, progress: bool) -> int:
     """Train the jobs not stored yet; returns how many trained. A stored run of other settings is set
     aside (never deleted); one whose cell file changed since it ran is refused, naming both hashes."""
     for key, settings, folder in jobs:
@@ -201,8 +201,8 @@ def _run_bench_held(cells: list[BenchCell], tasks: list[BenchTask], out: Path, e
         (LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS)
     started = time.time()
     sizes = {(t.name, c.label): _sizes(t, c) for t in tasks for c in cells}
-    search = [(_job_id(t, c, lr, s), _settings(t, c, sizes[t.name, c.label][0], lr, s),
-               store.folder(_job_id(t, c, lr, s)))
+    search = [Job(_job_id(t, c, lr, s), _settings(t, c, sizes[t.name, c.label][0], lr, s),
+                  store.folder(_job_id(t, c, lr, s)))
               for t in tasks for c in cells for lr in rates for s in search_seeds]
     if quick:
         for _, settings, _ in search:
@@ -215,9 +215,9 @@ def _run_bench_held(cells: list[BenchCell], tasks: list[BenchTask], out: Path, e
                 losses = [(_metrics(store, _job_id(t, c, lr, s)) or {}).get("dev_loss", np.inf) for s in search_seeds]
                 return float(np.mean(losses)) if np.all(np.isfinite(losses)) else np.inf
             chosen[t.name, c.label] = min(rates, key=dev)
-    final = [(_job_id(t, c, chosen[t.name, c.label], s),
-              _settings(t, c, sizes[t.name, c.label][0], chosen[t.name, c.label], s),
-              store.folder(_job_id(t, c, chosen[t.name, c.label], s)))
+    final = [Job(_job_id(t, c, chosen[t.name, c.label], s),
+                 _settings(t, c, sizes[t.name, c.label][0], chosen[t.name, c.label], s),
+                 store.folder(_job_id(t, c, chosen[t.name, c.label], s)))
              for t in tasks for c in cells for s in final_seeds]
     if quick:
         for _, settings, _ in final:

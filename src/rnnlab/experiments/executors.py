@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
 from rnnlab.engines.threads import blas_threads, cpu_cores
@@ -72,11 +72,14 @@ class StudyRunFailed(RuntimeError):
     """A run of a study diverged or failed; the study stops, naming it and its folder."""
 
 
-# A job is (key, settings, job_dir): its key for the caller, the complete settings of one training
-# run, and the folder that keeps its result, metrics and parameters (a study's run; None for a sweep's
-# trial, whose outcome alone is stored by the driver). Every executor runs a list of jobs and yields
-# (key, outcome) as each finishes; an outcome is the same dict whichever executor ran it.
-Job = tuple[Any, dict[str, Any], "str | Path | None"]
+class Job(NamedTuple):
+    """One training run to execute. Every executor runs a list of jobs and yields (key, outcome) as each
+    finishes; an outcome is the same dict whichever executor ran it."""
+
+    key: Any                        # what the caller knows it by (a run's "KEY seed N", a trial's id)
+    settings: dict[str, Any]        # the complete settings of one training run
+    folder: str | Path | None       # where its result, metrics and parameters are kept (None: a sweep's trial,
+                                    # whose outcome alone the driver stores)
 STORED_FILES = ("metrics.csv", CHECKPOINT, "result.json")    # what a job folder keeps; result.json marks it done
 
 
@@ -218,10 +221,10 @@ def replica_groups(jobs: list[Job]) -> list[list[Job]]:
     holds each seed once (``fit_replicas`` draws each replica's batches from its seed)."""
     groups: dict[tuple, list] = {}
     for job in jobs:
-        settings = job[1]
+        settings = job.settings
         rest = json.dumps({k: v for k, v in settings.items() if k not in ("seed", "lr")}, sort_keys=True, default=str)
         copy = 0
-        while any(s["seed"] == settings["seed"] for _, s, _ in groups.get((rest, copy), [])):
+        while any(s["seed"] == settings["seed"] for s in (job.settings for job in groups.get((rest, copy), []))):
             copy += 1
         groups.setdefault((rest, copy), []).append(job)
     return list(groups.values())
@@ -243,7 +246,7 @@ def _start_worker(named: dict[str, str], parent: int) -> None:
 def _run_unit(unit: list[Job], replicas: bool, ship: bool = False,
               named: dict[str, str] | None = None) -> list[dict[str, Any]]:
     adopt_named_cell_files(named or {})
-    settings, dirs = [s for _, s, _ in unit], [d for _, _, d in unit]
+    settings, dirs = [job.settings for job in unit], [job.folder for job in unit]
     if replicas:
         return run_replica_group(settings, dirs, ship)
     return [run_job(s, d, ship) for s, d in zip(settings, dirs)]
@@ -266,13 +269,13 @@ def run_local(jobs: list[Job], workers: int, replicas: bool = False) -> Iterator
     units = _units(jobs, replicas)
     if workers <= 1:
         for unit in units:
-            yield from zip([k for k, _, _ in unit], _pinned_unit(unit, replicas))
+            yield from zip([job.key for job in unit], _pinned_unit(unit, replicas))
         return
     with one_thread_workers(), ProcessPoolExecutor(max_workers=min(workers, len(units)),
                                                    mp_context=multiprocessing.get_context("spawn"),
                                                    initializer=_start_worker,
                                                    initargs=(named_cell_files(), os.getpid())) as pool:
-        pending = {pool.submit(_run_unit, unit, replicas): [k for k, _, _ in unit] for unit in units}
+        pending = {pool.submit(_run_unit, unit, replicas): [job.key for job in unit] for unit in units}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -294,7 +297,7 @@ def run_ray(jobs: list[Job], address: str | None, workers: int | None,
     with ray_session(ray, address, workers):
         remote = ray.remote(num_cpus=1, max_retries=5)(_run_unit)
         named = named_cell_files()
-        pending = {remote.remote(unit, replicas, True, named): [k for k, _, _ in unit]
+        pending = {remote.remote(unit, replicas, True, named): [job.key for job in unit]
                    for unit in _units(jobs, replicas)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -333,12 +336,12 @@ def run_ray_asha(jobs: list[Job], address: str | None, workers: int | None, metr
                          "metric (dev_loss, dev_accuracy, ...)")
     if not jobs:
         return
-    if any(job_dir is not None for _, _, job_dir in jobs):
+    if any(job.folder is not None for job in jobs):
         raise ValueError("--early-stop asha: for a sweep's trials only (a study's runs train to the end)")
-    epochs = max(int(settings["epochs"]) for _, settings, _ in jobs)
+    epochs = max(int(job.settings["epochs"]) for job in jobs)
     from rnnlab.experiments.ray_asha import CHANNELS, StoreFinished
 
-    settings_of = {key: settings for key, settings, _ in jobs}
+    settings_of = {job.key: job.settings for job in jobs}
     finished: queue.Queue = queue.Queue()
     channel = f"asha-{id(finished)}"
     CHANNELS[channel] = finished
@@ -349,7 +352,7 @@ def run_ray_asha(jobs: list[Job], address: str | None, workers: int | None, metr
             with tempfile.TemporaryDirectory() as storage:
                 tuner = tune.Tuner(
                     tune.with_resources(_asha_trainable, {"cpu": 1}),
-                    param_space={"key": tune.grid_search([key for key, _, _ in jobs]), "metric": metric, "mode": mode,
+                    param_space={"key": tune.grid_search([job.key for job in jobs]), "metric": metric, "mode": mode,
                                  "named": named_cell_files(),
                                  "settings": tune.sample_from(lambda spec: settings_of[spec.config["key"]])},
                     tune_config=tune.TuneConfig(scheduler=ASHAScheduler(
@@ -395,10 +398,15 @@ def executor(name: str, address: str | None = None, workers: int | None = None, 
         if early_stop is not None:
             raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
                              "early); the local executor trains every trial to the end")
-        return lambda jobs: run_local(jobs, workers or cpu_cores(), replicas)
+        return lambda jobs: run_local(_jobs(jobs), workers or cpu_cores(), replicas)
     if early_stop == "asha":
-        return lambda jobs: run_ray_asha(jobs, address, workers, metric, mode)
-    return lambda jobs: run_ray(jobs, address, workers, replicas)
+        return lambda jobs: run_ray_asha(_jobs(jobs), address, workers, metric, mode)
+    return lambda jobs: run_ray(_jobs(jobs), address, workers, replicas)
+
+
+def _jobs(jobs) -> list[Job]:
+    """Jobs as ``Job``s, also from plain (key, settings, folder) triples."""
+    return [job if isinstance(job, Job) else Job(*job) for job in jobs]
 
 
 def progress_bar(total: int, enabled: bool):

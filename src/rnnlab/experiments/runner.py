@@ -24,7 +24,7 @@ import numpy as np
 
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
-from rnnlab.experiments.executors import JobStore, StudyRunFailed, log_call
+from rnnlab.experiments.executors import Job, JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults, Verdict
@@ -368,7 +368,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
                 continue
             if record is not None:
                 resumed += 1
-            jobs.append((f"{spec.key} seed {seed}", settings, job_dir))
+            jobs.append(Job(f"{spec.key} seed {seed}", settings, job_dir))
     if progress:
         moved = (f"; {len(aside)} stored with other settings, set aside in {context.exp_dir / SET_ASIDE}"
                  if aside else "")

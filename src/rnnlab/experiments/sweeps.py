@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.data.tasks import TASKS
-from rnnlab.experiments.executors import JobStore, log_call, progress_bar, run_job
+from rnnlab.experiments.executors import Job, JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
@@ -552,7 +552,7 @@ def _run_sweep_held(sweep: Sweep, out_dir: Path, executor: str, address: str | N
     started = time.perf_counter()
     bar = progress_bar(len(todo), progress)
     by_id = {t.id: t for t in trials}
-    for trial_id, outcome in run([(t.id, t.settings, None) for t in todo]):
+    for trial_id, outcome in run([Job(t.id, t.settings, None) for t in todo]):
         store.store(by_id[trial_id], outcome)
         write_trials_csv(store, sweep, trials)
         if bar is not None:
