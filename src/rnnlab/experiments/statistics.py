@@ -105,16 +105,20 @@ RESAMPLES = 20_000        # random splits beyond EXACT_UP_TO seeds a side (a fix
 PERMUTATION_TEST = "exact permutation test of the difference in means"
 
 
-@functools.lru_cache(maxsize=16)
 def _splits(na: int, nb: int) -> tuple[np.ndarray, bool]:
     """The pooled positions that form side a, one row per split: every split up to ``EXACT_UP_TO`` seeds a side
     (the observed one first), else the observed one and ``RESAMPLES`` random ones."""
-    if max(na, nb) <= EXACT_UP_TO:
+    return _cached_splits(na, nb, EXACT_UP_TO, RESAMPLES)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_splits(na: int, nb: int, exact_up_to: int, resamples: int) -> tuple[np.ndarray, bool]:
+    if max(na, nb) <= exact_up_to:
         index = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(na + nb), na)),
                             dtype=np.int64).reshape(-1, na)
         return index, True
     rng = np.random.default_rng(0)
-    random = np.argsort(rng.random((RESAMPLES, na + nb)), axis=1)[:, :na]
+    random = np.argsort(rng.random((resamples, na + nb)), axis=1)[:, :na]
     return np.vstack([np.arange(na)[None, :], random]), False
 
 
@@ -472,7 +476,8 @@ def seeds_needed_permutation(difference: float, std_a: float, std_b: float, powe
 
 
 @functools.lru_cache(maxsize=64)
-def _detectable_permutation(n_a: int, n_b: int, power: float, alpha: float) -> float:
+def _detectable_permutation(n_a: int, n_b: int, power: float, alpha: float, exact_up_to: int) -> float:
+    """``detectable_permutation`` in standard deviations (cached; ``exact_up_to`` keys the splits it used)."""
     if smallest_permutation_p(n_a, n_b) >= alpha:
         return math.inf
     if max(n_a, n_b) > SIMULATED_UP_TO:
@@ -493,7 +498,7 @@ def detectable_permutation(n_a: int, n_b: int, std: float = 1.0, power: float = 
                            alpha: float = ALPHA) -> float:
     """The smallest difference the exact permutation test finds with ``power`` at these seeds (in units of
     ``std``), simulated as ``permutation_power``; infinite when its p cannot fall below alpha."""
-    return _detectable_permutation(n_a, n_b, power, alpha) * std
+    return _detectable_permutation(n_a, n_b, power, alpha, EXACT_UP_TO) * std
 
 
 @functools.lru_cache(maxsize=256)
