@@ -229,6 +229,18 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
         convert(table[key], value, where(key, "settings"))
     search = dict(data.get("search", {}))
     option_grid = _option_axes(search.pop("task_options", {}), task, data.get("task_options", {}), where)
+    grid, sampled = _search_axes(search, table, settings, where)
+    if not grid and not sampled and not option_grid:
+        raise ValueError(f"{source}: [search] declares nothing to search")
+    return Sweep(task=task, metric=str(data["metric"]), mode=mode, seeds=counts["seeds"], samples=counts["samples"],
+                 settings=settings, task_options=dict(data.get("task_options", {})), grid=grid, sampled=sampled,
+                 source=source, option_grid=option_grid)
+
+
+def _search_axes(search: dict[str, Any], table: dict, settings: dict[str, Any],
+                 where: Callable[..., str]) -> tuple[dict[str, list], dict[str, Any]]:
+    """[search]'s grid axes (lists, or linked entries such as a cell with its size) and sampled ones
+    (distributions), each value converted; a setting searched by two axes, or also fixed, is refused."""
     grid, sampled = {}, {}
     for key, value in search.items():
         key = key.replace("-", "_")
@@ -238,7 +250,7 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
             raise ValueError(f"{at}: unknown setting; expected names from {sorted(set(table) - set(NOT_SEARCHABLE))}")
         if key in settings:
             raise ValueError(f"{at}: set in [settings] too; a setting is either fixed or searched")
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        if linked:
             grid[key] = [_linked_entry(entry, table, at, settings) for entry in value]   # e.g. cell with its size
             continue
         if isinstance(value, list):
@@ -250,17 +262,13 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
         else:
             raise ValueError(f"{at}: expected a list (grid axis) or a distribution such as "
                              f"{{ loguniform = [1e-4, 1e-1] }}, got {value!r}")
-    if not grid and not sampled and not option_grid:
-        raise ValueError(f"{source}: [search] declares nothing to search")
     named = [k for key, values in grid.items()
              for k in (dict.fromkeys(n for v in values for n in v) if isinstance(values[0], dict) else [key])]
     named += list(sampled)
     repeated = sorted({k for k in named if named.count(k) > 1})
     if repeated:
         raise ValueError(f"{where(repeated[0], 'search')}: searched by two axes; each setting has one")
-    return Sweep(task=task, metric=str(data["metric"]), mode=mode, seeds=counts["seeds"], samples=counts["samples"],
-                 settings=settings, task_options=dict(data.get("task_options", {})), grid=grid, sampled=sampled,
-                 source=source, option_grid=option_grid)
+    return grid, sampled
 
 
 def _option_axes(axes: Any, task: str, fixed: dict, where: Callable[..., str]) -> dict[str, list]:
