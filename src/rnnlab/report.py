@@ -892,7 +892,9 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     return Path(dest) / f"{name}.md"
 
 
-def _write_published(out_root: Path, name: str, dest: Path) -> Path:
+def _published_variants(out_root: Path, name: str, dest: Path) -> tuple[dict[str, Variant], dict[str, Path]]:
+    """The page's columns: each variant stored under ``out_root`` (with its folder), else kept as published
+    in ``dest``; refused when nothing is stored."""
     variants: dict[str, Variant] = {}
     folders: dict[str, Path] = {}
     for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
@@ -905,6 +907,31 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
             variants[label] = Variant([], _seeds_of(runs), runs, kept=KeptColumn.read(dest, name, label))
     if not folders:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
+    return variants, folders
+
+
+def _figure_blocks(variants: dict[str, Variant], folders: dict[str, Path], figures_dir: Path, name: str) -> list[Block]:
+    """Each variant's figures, copied beside the page (a tuned plot identical to the setting's once), with
+    their headings; a kept column's as published."""
+    figures: list[Block] = []
+    for label, variant in variants.items():
+        if variant.kept:
+            figures += variant.kept.figures
+            continue
+        for f in variant.results.figures:
+            source = inside(folders[label], f["path"], f"{folders[label] / 'results.json'}: figure")
+            target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
+            twin = figures_dir / target.name.removeprefix("tuned-")
+            if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():
+                continue    # the same plot either way (an analysis of untrained cells)
+            shutil.copyfile(source, target)
+            figures += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"],
+                                                                      f["caption"], heading=False)]
+    return [Heading("Figures"), *figures] if figures else []
+
+
+def _write_published(out_root: Path, name: str, dest: Path) -> Path:
+    variants, folders = _published_variants(out_root, name, dest)
     stored = {label: variants[label].results for label in folders}
     if any(results.quick for results in stored.values()):
         raise ValueError(f"--publish: the stored results of {name} were made with --quick; publish full runs only")
@@ -946,22 +973,7 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
                        Table(*results_table(variant.results)), *([Items(own)] if own else [])]
     if common:
         blocks += [Heading("Notes"), Items(common)]
-    figures: list[Block] = []
-    for label, variant in variants.items():
-        if variant.kept:
-            figures += variant.kept.figures
-            continue
-        for f in variant.results.figures:
-            source = inside(folders[label], f["path"], f"{folders[label] / 'results.json'}: figure")
-            target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
-            twin = figures_dir / target.name.removeprefix("tuned-")
-            if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():
-                continue    # the same plot either way (an analysis of untrained cells)
-            shutil.copyfile(source, target)
-            figures += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"],
-                                                                      f["caption"], heading=False)]
-    if figures:
-        blocks += [Heading("Figures"), *figures]
+    blocks += _figure_blocks(variants, folders, figures_dir, name)
     for label, variant in variants.items():
         blocks += [Heading(f"Settings {label}"),
                    *(variant.kept.settings if variant.kept else [Items(_settings_lines(variant.results))])]
