@@ -280,12 +280,8 @@ def fit(
     rng = np.random.default_rng(config.seed)
     optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay)
     schedule = make_schedule(config.schedule, config.lr, **config.schedule_kwargs())
-    progress = Progress()
-    best: dict[str, np.ndarray] | None = None
     meta_base = {"format": 1, "config": dataclasses.asdict(config), "run": run_info or {}}
-
-    if resume:
-        progress, best = _restore(out, model, optimizer, schedule, rng)
+    progress, best = _restore(out, model, optimizer, schedule, rng) if resume else (Progress(), None)
 
     # BLAS threads chosen from the model's size (or config.threads); see rnnlab.engines.threads
     with blas_threads(training_threads(model, config.batch_size, config.threads)):
@@ -310,28 +306,42 @@ def fit(
                 _append_metrics_row(out, row, progress.history)
                 last = progress.stopped_early or epoch + 1 == config.epochs
                 if last or kept_at is None or time.perf_counter() - kept_at >= config.checkpoint_seconds:
-                    meta = dict(meta_base, rng=rng.bit_generator.state, schedule=schedule.state_dict(),
-                                progress=_progress_state(progress))
-                    save_checkpoint(out / CHECKPOINT, model, optimizer, meta, best)
+                    _save(out, model, optimizer, best, dict(meta_base, rng=rng.bit_generator.state,
+                                                            schedule=schedule.state_dict()), progress)
                     kept, kept_at = progress.epoch, time.perf_counter()
             if config.progress:
-                shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k not in ("epoch",))
-                print(f"epoch {epoch + 1}/{config.epochs}: {shown}", file=sys.stderr)
+                print(f"epoch {epoch + 1}/{config.epochs}: " + ", ".join(
+                    f"{k} {v:.4g}" for k, v in row.items() if k != "epoch"), file=sys.stderr)
 
-        if best is not None:
-            for k, p in model.params.items():
-                p[...] = best[k]
-        result = run_result(config, run_info, model.num_params(), progress, best is not None,
-                            seconds_before + time.perf_counter() - started)
-        for name, data in (("train", train), ("dev", dev), ("test", test)):
-            if data is not None:
-                result.update(evaluate(model, data, config.batch_size, name))
-        if task_metrics is not None:
-            result.update(task_metrics(model))
-        result["history"] = progress.history
-        if out is not None:
-            atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
-        return result
+        return _finish(model, best, config, run_info, progress, seconds_before + time.perf_counter() - started,
+                       {"train": train, "dev": dev, "test": test}, task_metrics, out)
+
+
+def _save(out: Path, model: RecurrentModel, optimizer: Any, best: dict[str, np.ndarray] | None, meta: dict,
+          progress: Progress) -> None:
+    """The checkpoint a resume continues from: parameters, optimizer slots, the best-dev snapshot, and in
+    ``meta`` the config, RNG, schedule and progress."""
+    save_checkpoint(out / CHECKPOINT, model, optimizer, dict(meta, progress=_progress_state(progress)), best)
+
+
+def _finish(model: RecurrentModel, best: dict[str, np.ndarray] | None, config: TrainConfig, run_info: dict | None,
+            progress: Progress, seconds: float, data: dict[str, Any],
+            task_metrics: Callable[[RecurrentModel], dict[str, float]] | None, out: Path | None) -> dict[str, Any]:
+    """The best-dev parameters restored, every split and the task's own metrics measured with them, the
+    history attached, and the result written (``out/result.json``, last: it marks the run done)."""
+    if best is not None:
+        for k, p in model.params.items():
+            p[...] = best[k]
+    result = run_result(config, run_info, model.num_params(), progress, best is not None, seconds)
+    for name, split in data.items():
+        if split is not None:
+            result.update(evaluate(model, split, config.batch_size, name))
+    if task_metrics is not None:
+        result.update(task_metrics(model))
+    result["history"] = progress.history
+    if out is not None:
+        atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+    return result
 
 
 def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: Any,
