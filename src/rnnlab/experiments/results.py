@@ -61,7 +61,7 @@ class Verdict:
     verdict: str
     reason: str = ""
     p_adjusted: float | None = None      # Holm over the family; decides the word
-    p_exact: float | None = None         # exact permutation p (decides a continuous claim)
+    p_exact: float | None = None         # the exact permutation p beside Welch's, on results stored before it decided
     prob_superiority: float | None = None
     seeds: int = 0                       # seeds on the smaller side
     seeds_needed: int | None = None      # per side, for the measured difference and spread (80% power)

@@ -98,7 +98,6 @@ class Difference:
     high: float
     p: float
     test: str
-    p_exact: float | None = None      # the exact permutation p (the deciding p of a continuous metric)
 
 
 RESAMPLES = 20_000        # random splits beyond EXACT_UP_TO seeds a side (a fixed seed: the same p everywhere)
@@ -218,7 +217,7 @@ def compare_means(a, b, alpha: float = ALPHA, test: Permutation | None = None) -
     test = test or permutation(a, b)
     low, high = test.interval(alpha)
     name = PERMUTATION_TEST if test.exact else f"{PERMUTATION_TEST} ({RESAMPLES:,} random splits)"
-    return Difference(test.difference, low, high, test.p, name, test.p)
+    return Difference(test.difference, low, high, test.p, name)
 
 
 def mean_std_interval(values, count: bool = False) -> dict[str, float]:

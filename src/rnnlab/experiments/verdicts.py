@@ -158,8 +158,6 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
             return st.count_interval(int(a.sum()), a.size, int(b.sum()), b.size, alpha)
         return _shifts_kept(test, alpha, bounds)
 
-    low, high = interval_at(ALPHA)
-    result = st.Difference(result.difference, low, high, result.p, result.test, result.p_exact)
     sign = 1.0 if claim.higher_is_better else -1.0
     superiority = st.prob_superiority(raw_a, raw_b) if claim.higher_is_better else st.prob_superiority(raw_b, raw_a)
     deciding = level / family       # power at the level that decides: Holm's first step over the family
@@ -171,8 +169,9 @@ def judge_claim(claim: Claim, runs: list[Run], seeds: int | None = None, level: 
                                              alpha=deciding)
         spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
         detectable = st.detectable_permutation(len(a), len(b), spread, alpha=deciding)
-    verdict = Verdict(claim.text, evidence, result.difference, result.low, result.high, result.test, result.p,
-                      "", p_exact=result.p_exact, prob_superiority=superiority, seeds=n, seeds_needed=needed,
+    # the interval is the one the deciding p implies: decide_claim sets it
+    verdict = Verdict(claim.text, evidence, result.difference, None, None, result.test, result.p,
+                      "", prob_superiority=superiority, seeds=n, seeds_needed=needed,
                       detectable=detectable, values=values, metric=claim.metric, threshold=claim.threshold,
                       if_significant=REPRODUCED if sign * result.difference > 0 else NOT_REPRODUCED,
                       interval_at=interval_at)
@@ -270,9 +269,9 @@ def tolerance_caps(claims: list[Claim], published: dict) -> dict[tuple[str, str]
     smallest effect where it declares one; with the reason, for the page."""
     caps: dict[tuple[str, str], tuple[float, str]] = {}
 
-    def cap(key: str, limit: float, why: str) -> None:
-        if (key, claim.metric) not in caps or limit < caps[key, claim.metric][0]:
-            caps[key, claim.metric] = (limit, why)
+    def cap(key: str, metric: str, limit: float, why: str) -> None:
+        if (key, metric) not in caps or limit < caps[key, metric][0]:
+            caps[key, metric] = (limit, why)
 
     def number(value: Any) -> float | None:
         value = value.value if isinstance(value, Published) else value
@@ -284,10 +283,11 @@ def tolerance_caps(claims: list[Claim], published: dict) -> dict[tuple[str, str]
             why = (f"half the published gap {abs(a - b):.3g} between {claim.better} and {claim.worse}, which a claim "
                    f"of this study tells apart")
             for key in (claim.better, claim.worse):
-                cap(key, abs(a - b) / 2, why)
+                cap(key, claim.metric, abs(a - b) / 2, why)
         if claim.smallest_effect is not None:
             for key in (claim.better, claim.worse):
-                cap(key, claim.smallest_effect, f"the smallest effect of interest of the claim '{claim.text}'")
+                cap(key, claim.metric, claim.smallest_effect,
+                    f"the smallest effect of interest of the claim '{claim.text}'")
     return caps
 
 
@@ -331,16 +331,9 @@ def judge_published(key: str, metric: str, published: Any, runs: list[Run], reas
         verdict.verdict = inconclusive(len(values))
         return verdict
     inside = band[0] - tolerance <= result.estimate <= band[1] + tolerance
-    verdict.test = _published_test(info.is_count, inside)
-    if inside:
-        verdict.p_value, verdict.if_significant = result.p_tost, f"matches (within ±{tolerance:.3g})"
-    else:
-        verdict.p_value = result.p_differs
-        distance = result.estimate - (band[0] if result.estimate < band[0] else band[1])
-        side = "higher" if distance > 0 else "lower"
-        better = "" if info.higher_is_better is None else \
-            " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
-        verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
+    distance = result.estimate - (band[0] if result.estimate < band[0] else band[1])
+    _published_word(verdict, inside, result.p_tost, result.p_differs, distance, tolerance, info,
+                    (_published_test(info.is_count, True), _published_test(info.is_count, False)))
     decide_published(verdict, verdict.p_value, level)
     return verdict
 
@@ -364,17 +357,10 @@ def _judge_against_runs(claim: str, evidence: str, values: np.ndarray, published
         return low, high, coverage, False
 
     verdict.interval_at = interval_at
-    against = f"the paper's {published.runs} runs ({published.value:.4g} ± {published.sd:.2g})"
-    if matching:
-        verdict.test = f"Welch's t against {against}: two one-sided tests against the tolerance (TOST)"
-        verdict.p_value, verdict.if_significant = result.p_matches, f"matches (within ±{tolerance:.3g})"
-    else:
-        verdict.test = f"Welch's t against {against}: against the tolerance's nearer edge"
-        side = "higher" if result.difference > 0 else "lower"
-        better = "" if info.higher_is_better is None else \
-            " (better)" if (result.difference > 0) == info.higher_is_better else " (worse)"
-        verdict.p_value = result.p_differs
-        verdict.if_significant = f"differs: ours {side} by {abs(result.difference):.3g}{better}"
+    against = f"Welch's t against the paper's {published.runs} runs ({published.value:.4g} ± {published.sd:.2g})"
+    _published_word(verdict, matching, result.p_matches, result.p_differs, result.difference, tolerance, info,
+                    (f"{against}: two one-sided tests against the tolerance (TOST)",
+                     f"{against}: against the tolerance's nearer edge"))
     decide_published(verdict, verdict.p_value, level)
     return verdict
 
@@ -403,21 +389,29 @@ def _judge_single_run(claim: str, evidence: str, values: np.ndarray, value: floa
         return low, high, coverage, True
 
     verdict.interval_at = interval_at
-    if matching:
-        verdict.test = ("one run of ours against the published run: two one-sided prediction tests (our "
-                        "prediction interval within the tolerance)")
-        verdict.p_value, verdict.if_significant = result.p_matches, f"matches (within ±{tolerance:.3g})"
-    else:
-        verdict.test = ("one run of ours against the published run: prediction test against the tolerance's "
-                        "nearer edge (our prediction interval beyond it)")
-        distance = result.estimate - value
-        side = "higher" if distance > 0 else "lower"
-        better = "" if info.higher_is_better is None else \
-            " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
-        verdict.p_value = result.p_differs
-        verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
+    _published_word(verdict, matching, result.p_matches, result.p_differs, result.estimate - value, tolerance, info,
+                    ("one run of ours against the published run: two one-sided prediction tests (our prediction "
+                     "interval within the tolerance)",
+                     "one run of ours against the published run: prediction test against the tolerance's nearer "
+                     "edge (our prediction interval beyond it)"))
     decide_published(verdict, verdict.p_value, level)
     return verdict
+
+
+def _published_word(verdict: Verdict, inside: bool, p_matches: float, p_differs: float, distance: float,
+                    tolerance: float, info: Any, tests: tuple[str, str]) -> None:
+    """The test and p that decide a published number, and the word a significant p gives it: a match within
+    ± ``tolerance`` (two one-sided tests) where ours lies ``inside``, else a difference of ``distance`` (ours
+    − published), better or worse by the metric's direction. ``tests``: the two tests' names."""
+    if inside:
+        verdict.test, verdict.p_value = tests[0], p_matches
+        verdict.if_significant = f"matches (within ±{tolerance:.3g})"
+        return
+    side = "higher" if distance > 0 else "lower"
+    better = "" if info.higher_is_better is None else \
+        " (better)" if (distance > 0) == info.higher_is_better else " (worse)"
+    verdict.test, verdict.p_value = tests[1], p_differs
+    verdict.if_significant = f"differs: ours {side} by {abs(distance):.3g}{better}"
 
 
 def _published_test(count: bool, inside: bool = True) -> str:
