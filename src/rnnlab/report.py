@@ -161,7 +161,7 @@ def power_sentence(n: int, claims: int = 1, level: float = 0.05) -> str:
     at = f"two-sided α = {level:g}" if claims <= 1 else (f"two-sided α = {level:g}/{claims} = {deciding:.3g}, the "
                                                          f"level Holm's method sets for the first of {claims} claims")
     smallest = smallest_permutation_p(n, n)
-    if smallest >= deciding:
+    if not _can_decide(n, deciding):
         return (f"**With {n} seeds a side no claim on a continuous metric can be decided**: the exact permutation "
                 f"p of {n} vs {n} seeds is at least {smallest:.3g}, not below {at}. Such a claim reads 'not "
                 f"significant' whatever its difference; deciding it takes at least {seeds_to_decide(deciding)} seeds "
@@ -316,25 +316,24 @@ def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str
     return header, [rows[i] for i in order]
 
 
-def _comparison_interval(c: dict[str, Any]) -> str:
-    """A map comparison's interval and its coverage ('no interval' where its test keeps every difference)."""
-    if c["low"] is None or not (math.isfinite(c["low"]) and math.isfinite(c["high"])):
+def _can_decide(seeds: int, level: float) -> bool:
+    """Whether the exact permutation test's p can fall below ``level`` with ``seeds`` a side."""
+    return seeds >= 1 and smallest_permutation_p(seeds, seeds) < level
+
+
+def _kept_interval(low: float | None, high: float | None, coverage: float | None = None, fmt=_fmt) -> str:
+    """A comparison's interval with its coverage, or 'no interval' where its test keeps every difference."""
+    if low is None or not (math.isfinite(low) and math.isfinite(high)):
         return "(no interval: with these seeds the exact p cannot fall below the level)"
-    coverage = c.get("coverage", 0.95)
-    return f"[{_fmt(c['low'])}, {_fmt(c['high'])}] ({100 * coverage:.3g}%)"
-
-
-def _bench_interval(low: float | None, high: float | None, coverage: float | None = None) -> str:
-    if low is None:
-        return "(every difference kept)"
-    return f"[{low:+.3g}, {high:+.3g}]" + ("" if coverage is None else f" ({100 * coverage:.3g}%)")
+    return f"[{fmt(low)}, {fmt(high)}]" + ("" if coverage is None else f" ({100 * coverage:.3g}%)")
 
 
 def _sweep_comparison_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     header = ["at", "compared", "verdict", "values over seeds", "difference [interval at the level Holm implies]",
               "test", "p", "p (Holm)"]
     rows = [[c["at"], f"{c['a']} vs {c['b']}", c["verdict"], f"{c['a_value']} vs {c['b_value']}",
-             f"{_fmt(c['difference'])} {_comparison_interval(c)}", c["test"], _p(c["p"]), _p(c["p_holm"])]
+             f"{_fmt(c['difference'])} {_kept_interval(c['low'], c['high'], c.get('coverage', 0.95))}", c["test"],
+             _p(c["p"]), _p(c["p_holm"])]
             for c in summary.get("comparisons", [])]
     return header, rows
 
@@ -679,7 +678,7 @@ def _undecidable(variants: dict[str, Variant], name: str) -> list[str]:
         claims = [v for v in variant.verdicts if v.kind == "claim"]
         continuous = [v for v in claims if v.threshold is None and not is_count(v.metric)]
         deciding = ALPHA / max(len(claims), 1)
-        if continuous and variant.seeds >= 1 and smallest_permutation_p(variant.seeds, variant.seeds) >= deciding:
+        if continuous and not _can_decide(variant.seeds, deciding):
             needed = seeds_to_decide(deciding)
             lines.append(f"{label}: with {variant.seeds} seeds a side none of its {len(continuous)} claims on a "
                          f"continuous metric can be decided (the exact permutation p cannot fall below "
@@ -759,15 +758,21 @@ def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
     return Path(dest) / f"{name}.md"
 
 
+def _stored_variants(exp: Any, dest: Path) -> dict[str, Variant]:
+    """A published study's columns judged today from the runs published beside its page (``RUNS_CSV``)."""
+    variants: dict[str, Variant] = {}
+    for label, file in RUNS_CSV.items():
+        if (dest / exp.name / file).is_file():
+            runs = read_runs_csv(dest / exp.name / file)
+            variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
+    return variants
+
+
 def _republish_verdicts(name: str, dest: Path) -> Path:
     from rnnlab.experiments.studies import EXPERIMENTS
 
     page, exp = dest / f"{name}.md", EXPERIMENTS[name]
-    variants: dict[str, Variant] = {}
-    for label, file in RUNS_CSV.items():
-        if (dest / name / file).is_file():
-            runs = read_runs_csv(dest / name / file)
-            variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
+    variants = _stored_variants(exp, dest)
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     text = page.read_text()
@@ -1006,6 +1011,10 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
     rows = {(r["task"], r["cell"]): r for r in results["rows"]}
     n_final = len(results["final_seeds"])
     margins = {t["name"]: t["same_margin"] for t in tasks}
+
+    def signed(x: float) -> str:
+        return f"{x:+.3g}"
+
     page = Page("Cells side by side: the rnnlab cell benchmark")
     claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
                f"{len(c['holds'])} of {len(c['tasks'])}",
@@ -1046,10 +1055,11 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
                   "it lies within the task's margin (two one-sided tests)."),
         Table(["task", "a", "b", "a − b [interval, its coverage]", "p (exact permutation)", "p (Holm: decides)",
                "P(a better)", "verdict", "90% interval: same?"],
-              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} " + _bench_interval(f["low"], f["high"],
-                                                                                       f.get("coverage", 0.95)),
+              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} " + _kept_interval(
+                  f["low"], f["high"], f.get("coverage", 0.95), signed),
                 _p(f["p_exact"]), _p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
-                _bench_interval(f["low90"], f["high90"]) + ": " + ("within" if f["equivalent"] else "not within") +
+                _kept_interval(f["low90"], f["high90"], fmt=signed) + ": " +
+                ("within" if f["equivalent"] else "not within") +
                 f" ±{margins[f['task']]:g}"]
                for f in results["comparisons"]]),
     ]
@@ -1083,11 +1093,7 @@ def results_overview(dest: str | Path = RESULTS_ROOT) -> str:
     rows = []
     for name in sorted(n for n in EXPERIMENTS if (dest / f"{n}.md").is_file()):
         exp = EXPERIMENTS[name]
-        variants = {}
-        for label, file in RUNS_CSV.items():
-            if (dest / name / file).is_file():
-                runs = read_runs_csv(dest / name / file)
-                variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
+        variants = _stored_variants(exp, dest)
         seeds = " / ".join(f"{variant.seeds}" for variant in variants.values())
         claims = "; ".join(f"{label}: {_tally([v.verdict for v in variant.verdicts if v.kind == 'claim'])}"
                            for label, variant in variants.items())
@@ -1117,6 +1123,9 @@ def write_overview(readme: str | Path = "README.md", dest: str | Path = RESULTS_
     """Replace the README's overview block with today's; True when it changed."""
     path = Path(readme)
     text = path.read_text()
+    if OVERVIEW_BEGIN not in text or OVERVIEW_END not in text:
+        raise ValueError(f"{path}: no results overview to replace (its two marker lines, {OVERVIEW_BEGIN!r} and "
+                         f"{OVERVIEW_END!r}, are missing)")
     start, end = text.index(OVERVIEW_BEGIN), text.index(OVERVIEW_END) + len(OVERVIEW_END)
     new = text[:start] + results_overview(dest) + text[end:]
     if new != text:
