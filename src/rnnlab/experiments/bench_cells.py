@@ -41,6 +41,7 @@ from rnnlab.experiments.settings import check_cell_unchanged, complete_settings,
 from rnnlab.experiments.statistics import (
     ALPHA,
     PERMUTATION_TEST,
+    Permutation,
     clip_to_range,
     holm,
     implied_level,
@@ -279,21 +280,22 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
     values = {(r["task"], r["cell"]): np.asarray(r["values"], dtype=np.float64) for r in rows}
     comparisons = []
     for t in tasks:
-        family = []
+        family, tests = [], []
         for label in labels:
             # a baseline meets only the baselines before it (gru vs rnn, lstm vs rnn and gru): each pair once
             bases = BASELINES[:BASELINES.index(label)] if label in BASELINES else BASELINES
             for base in bases:
                 if (t.name, base) in values and (t.name, label) in values:
-                    family.append(_comparison(t, label, base, values[t.name, label], values[t.name, base]))
-        for comparison, adjusted in zip(family, holm([f["p_exact"] for f in family])):
+                    va, vb = values[t.name, label], values[t.name, base]
+                    tests.append(permutation(va, vb) if va.size >= 2 and vb.size >= 2 else None)
+                    family.append(_comparison(t, label, base, va, vb, tests[-1]))
+        for comparison, test, adjusted in zip(family, tests, holm([f["p_exact"] for f in family])):
             comparison["p_holm"] = adjusted
             comparison["word"] = _word(comparison, t)
-            if comparison["n"][0] >= 2 and comparison["n"][1] >= 2:     # the interval the Holm p implies
+            if test is not None:     # the interval the Holm p implies
                 alpha = implied_level(comparison["p_exact"], adjusted, ALPHA)
                 comparison["coverage"] = 1 - alpha
-                comparison["low"], comparison["high"] = _finite(permutation(
-                    values[t.name, comparison["a"]], values[t.name, comparison["b"]]).interval(alpha))
+                comparison["low"], comparison["high"] = _finite(test.interval(alpha))
         comparisons += family
     claims = []
     for a, b, relation, source in CLAIMS:
@@ -307,14 +309,15 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
     return {"comparisons": comparisons, "claims": claims}
 
 
-def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray) -> dict[str, Any]:
-    """a − b: the exact permutation p (which decides, once Holm-adjusted) and its interval, its 90% interval
-    against the task's margin (whether the two are the same), and P(a better) over seed pairs."""
-    if va.size < 2 or vb.size < 2:
+def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray,
+                test: Permutation | None) -> dict[str, Any]:
+    """a − b: the exact permutation p (``test``, which decides once Holm-adjusted), its 90% interval against
+    the task's margin (whether the two are the same), and P(a better) over seed pairs; ``test`` is None
+    below 2 seeds a side."""
+    if test is None:
         return {"task": task.name, "a": a, "b": b, "difference": float("nan"), "low": None, "high": None,
                 "p": 1.0, "p_exact": 1.0, "p_a_better": float("nan"), "n": (va.size, vb.size),
                 "low90": None, "high90": None, "equivalent": False}
-    test = permutation(va, vb)
     low90, high90 = _finite(test.interval(2 * ALPHA))
     better = prob_superiority(va, vb) if task.higher_is_better else prob_superiority(-va, -vb)
     return {"task": task.name, "a": a, "b": b, "difference": test.difference, "low": None, "high": None,
