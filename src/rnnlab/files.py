@@ -176,28 +176,34 @@ def read_manifest(dest: str | Path) -> dict[str, tuple[str, str | None]] | None:
     if not path.is_file():
         return None
     files = read_json(path).get("files")
+    expected = f"{path}: expected {{\"files\": {{relative path: {{\"owner\": …, \"sha256\": …}}}}}}"
+    if not isinstance(files, dict):
+        raise ValueError(expected)
     entries = {}
-    for rel, entry in (files.items() if isinstance(files, dict) else ()):
+    for rel, entry in files.items():
         if isinstance(entry, dict) and isinstance(entry.get("owner"), str):
             entries[rel] = (entry["owner"], entry.get("sha256") if isinstance(entry.get("sha256"), str) else None)
         elif isinstance(entry, str):      # an entry without the hash of what was written owns nothing
             entries[rel] = (entry, None)
         else:
-            raise ValueError(f"{path}: expected {{\"files\": {{relative path: {{\"owner\": …, \"sha256\": …}}}}}}")
-    if not isinstance(files, dict):
-        raise ValueError(f"{path}: expected {{\"files\": {{relative path: {{\"owner\": …, \"sha256\": …}}}}}}")
+            raise ValueError(expected)
     return entries
 
 
-def _sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256_of(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (a data file may not fit in memory twice)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _owned(manifest: dict[str, tuple[str, str | None]], folder: Path, rel: str, owner: str) -> bool:
     """Whether ``rel`` is a file ``owner`` published in ``folder`` and nobody changed since: a manifest is data
     that travels with the folder, so its word alone never lets rnnlab replace or remove a file."""
     entry = manifest.get(rel)
-    return entry is not None and entry[0] == owner and entry[1] is not None and entry[1] == _sha256_of(folder / rel)
+    return entry is not None and entry[0] == owner and entry[1] is not None and entry[1] == sha256_of(folder / rel)
 
 
 def check_publish_folder(dest: str | Path) -> Path:

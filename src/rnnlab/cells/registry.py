@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.cells.base import Cell, Option
+from rnnlab.files import sha256_of
 
 CELLS: dict[str, type[Cell]] = {}
 ENTRY_POINT_GROUP = "rnnlab.cells"
@@ -70,15 +71,11 @@ def _cell_file(spec: str) -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def name_cell_file(spec: str) -> str:
     """Record that the person running rnnlab named the cell file of ``path.py:Class`` (the command
     line's ``--cell``), which lets it be imported in this process and in its workers; returns its sha256."""
     path = _cell_file(spec)
-    digest = _sha256(path)
+    digest = sha256_of(path)
     _NAMED[str(path.resolve())] = digest
     return digest
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pooch
 
+from rnnlab.files import sha256_of
+
 
 class DataError(ValueError):
     """Bad or missing data; the message names the file (and the line, where there is one)."""
@@ -230,10 +232,6 @@ def missing_message(dataset: Dataset, file_name: str, download_failed: bool = Fa
            f"Run `rnnlab data fetch {dataset.name}` to download it from\n  {f.url}\nor put the file")
     return (f"{dataset.name}: {file_name} not found. {how} in one of:\n{places}\n(set RNNLAB_DATA_DIR to a folder "
             f"holding {dataset.folder}/{file_name} to use a local copy)")
-
-
-def sha256_of(path: Path) -> str:
-    return pooch.file_hash(str(path), alg="sha256")
 
 
 def _downloader(timeout: float):
