@@ -11,8 +11,11 @@ learned embedded Reber: H&S 1997's claim went from reproduced (6 of 20 against 0
 The one exception is named: ``REDUCTION_OPTIONS``, for the losses' row reductions (the max and Σ e^x of a
 softmax, the Σ softplus of the sigmoid loss), which LLVM vectorises only when it may reorder a sum. Measured
 on PTB's 400 × 10,000 logits, 1 thread, AMD EPYC: 5.4 ms against 22.8 ms (float32) and 6.1 against 41.9
-(float64). The gradient they write is elementwise and comes out bit for bit the same; only the loss's
-reported sum is reordered, so its last bits may differ between vector widths (AVX2 and AVX-512).
+(float64). The sums are reordered (the loss, and the normaliser Σ e^x that scales each gradient row), and
+the exponential may contract into FMAs: against the same code compiled under ``KERNEL_OPTIONS``, logits of
+spread 3 gave gradients within 2 float32 epsilons (40 float64 epsilons) and losses within 7e-10 (2e-16)
+relative. A run stays reproducible on one machine; its last bits may differ between vector widths (AVX2 and
+AVX-512), which is the price of the 4–7×.
 """
 
 from __future__ import annotations
