@@ -43,3 +43,65 @@ def gemm_rate(dtype: str = "float32", size: int = 1024, repeats: int = 5, cpu_ti
         a @ a
         best = min(best, clock() - start)
     return 2 * size ** 3 / best
+
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks")
+
+
+class PrintedToDocs:
+    """Everything the script prints, also kept as ``docs/benchmarks/NAME.md`` under a line giving the date, the
+    command and the processor: the manual's speed tables are what a benchmark printed, never retyped.
+
+    Use as ``with PrintedToDocs("bench_models-1-thread", enabled=args.docs): ...``; with ``enabled`` false it only
+    prints. ``fenced`` keeps fixed-width output (not a Markdown table) as a code block."""
+
+    def __init__(self, name: str, enabled: bool, fenced: bool = False) -> None:
+        self.name, self.enabled, self.fenced, self.lines = name, enabled, fenced, []
+
+    def __enter__(self) -> PrintedToDocs:
+        import sys
+
+        if self.enabled:
+            self.stdout, sys.stdout = sys.stdout, self
+        return self
+
+    def write(self, text: str) -> int:
+        self.lines.append(text)
+        return self.stdout.write(text)
+
+    def flush(self) -> None:
+        self.stdout.flush()
+
+    def __exit__(self, *exc) -> None:
+        import datetime
+        import sys
+
+        if not self.enabled:
+            return
+        sys.stdout = self.stdout
+        if exc[0] is not None:
+            return
+        printed = "".join(self.lines).strip("\n")
+        body = f"```text\n{printed}\n```" if self.fenced else printed
+        command = " ".join(["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]])
+        header = (f"# {self.name}\n\nPrinted by `{command}` on {datetime.date.today().isoformat()} "
+                  f"({processor()}); written by the script, not edited.\n\n")
+        os.makedirs(DOCS, exist_ok=True)
+        path = os.path.join(DOCS, f"{self.name}.md")
+        with open(path, "w") as f:
+            f.write(header + body + "\n")
+        print(f"written: {path}")
+
+
+def docs_name(script: str, all_cores: bool) -> str:
+    """``models-amd-1-thread``: what a table measured, on which vendor's processor, at which thread count."""
+    name = processor().lower()
+    vendor = "intel" if "intel" in name else "amd" if "amd" in name else "cpu"
+    return f"{script}-{vendor}-{'all-cores' if all_cores else '1-thread'}"
+
+
+def processor() -> str:
+    """``lscpu``'s model name (the vendor decides which BLAS kernels run, so every table names it)."""
+    from rnnlab.engines.threads import processor_name
+
+    return processor_name()

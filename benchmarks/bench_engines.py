@@ -134,7 +134,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
+    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
+    with _shared.PrintedToDocs(_shared.docs_name("engines", ALL_CORES), args.docs, fenced=True):
+        table(args)
+
+
+def table(args: argparse.Namespace) -> None:
     dtype = np.dtype(args.dtype)
     how = (f"all {os.cpu_count()} cores, wall time, in blocks with pauses" if ALL_CORES
            else "1 thread, CPU time, interleaved")

@@ -201,8 +201,14 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated labels' first words (e.g. PTB,JSB)")
     parser.add_argument("--profile", action="store_true", help="after the table, where rnnlab's step spends its "
                         "time: the functions with the largest own time over 20 steps, as shares of the step")
+    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     threads = cpu_cores() if ALL_CORES else 1
+    with _shared.PrintedToDocs(_shared.docs_name("models", ALL_CORES), args.docs):
+        table(args, threads)
+
+
+def table(args: argparse.Namespace, threads: int) -> None:
     torch.set_num_threads(threads)
     rate = _shared.gemm_rate(cpu_time=threads == 1)
     print(f"{processor_name()}; {threads} thread(s); {'wall' if ALL_CORES else 'CPU'} ms per step, median of "

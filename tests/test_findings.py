@@ -4,6 +4,7 @@ against the stored results they quote (their words as well as their numbers)."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from rnnlab.experiments.findings import (
     render_reasons,
 )
 from rnnlab.experiments.studies import COMPARE, EXPERIMENTS
+from rnnlab.page import Heading, Items, Page, markdown, page_to_dict
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results"
 STUDIES = {**EXPERIMENTS, "compare": COMPARE}
@@ -45,8 +47,11 @@ def root(tmp_path: Path) -> Path:
         for i, (cell, lr, s, solved, status) in enumerate([
             ("rnn", "0.01", 0, 0, "ok"), ("rnn", "0.01", 1, 1, "ok"), ("rnn", "0.1", 0, 1, "ok"),
             ("lstm", "0.01", 0, 1, "ok"), ("lstm", "0.01", 1, 1, "ok"), ("lstm", "0.1", 0, 0, "failed")])])
-    (tmp_path / "toy.md").write_text("# toy\n\n## Results at the study's setting\n\n- per sequence: gru-10 0.25 → "
-                                     "0.21; rnn-18 0.70 → 0.80.\n\n## Results tuned\n\n- per sequence: gru-10 9 → 9.\n")
+    page = Page("toy", [Heading("Results at the study's setting"),
+                        Items(["per sequence: gru-10 0.25 → 0.21; rnn-18 0.70 → 0.80."]),
+                        Heading("Results tuned"), Items(["per sequence: gru-10 9 → 9."])])
+    (tmp_path / "toy" / "page.json").write_text(json.dumps(page_to_dict(page)))     # the page as data: what is read
+    (tmp_path / "toy.md").write_text(markdown(page).replace("0.21", "9.99"))          # its Markdown is never read
     return tmp_path
 
 

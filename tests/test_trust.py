@@ -1,4 +1,4 @@
-"""What rnnlab promises about the files it reads and writes (the README's "Reliability"): it imports a
+"""What rnnlab promises about the files it reads and writes (docs/reliability.md): it imports a
 Python file only when the command line names it, never deletes what it did not write, holds a folder
 for one command at a time, trains only on verified data and on the settings it was asked for, and
 answers bad input with one line naming the flag, file or key."""

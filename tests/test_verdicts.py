@@ -290,21 +290,29 @@ def test_a_range_open_at_one_end_is_at_most_or_at_least():
 
 
 def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path):
-    """Republishing from the runs and trials published beside each page (``republish_verdicts``,
-    ``republish_sweep_comparisons``) changes no page: the words, numbers, intervals and budget findings on
+    """Republishing from the page as data and the runs and trials published beside each page
+    (``republish_verdicts``, ``republish_sweep_comparisons``), with every Markdown file deleted first, changes
+    no page: the words, numbers, intervals and budget findings on
     docs/results are today's code applied to the stored data."""
     import shutil
 
-    from rnnlab.report import republish_sweep_comparisons, republish_verdicts
+    from rnnlab.report import republish_sweep_comparisons, republish_verdicts, results_overview
 
     copy = tmp_path / "results"
     shutil.copytree(PUBLISHED, copy)
+    for page in copy.rglob("*.md"):     # no Markdown is read back: republishing reads page.json and the runs
+        page.unlink()
+    assert results_overview(copy) == results_overview(PUBLISHED)
     for name in sorted(n for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file()):
         republish_verdicts(name, copy)
         assert (copy / f"{name}.md").read_text() == (PUBLISHED / f"{name}.md").read_text(), name
+        assert (copy / name / "page.json").read_text() == (PUBLISHED / name / "page.json").read_text(), name
     for report in sorted(PUBLISHED.glob("*/report.md")):
-        republish_sweep_comparisons(copy / report.parent.name / "report.md")
+        republish_sweep_comparisons(copy / report.parent.name)
         assert (copy / report.parent.name / "report.md").read_text() == report.read_text(), report.parent.name
+        assert (copy / report.parent.name / "page.json").read_text() == (report.parent / "page.json").read_text()
+    assert len(list(PUBLISHED.glob("*/report.md"))) == len(list(PUBLISHED.glob("*-*/page.json"))) - \
+        sum((PUBLISHED / n / "page.json").is_file() for n in EXPERIMENTS if "-" in n)
 
 
 def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():
@@ -491,6 +499,15 @@ def test_the_readme_overview_is_what_the_published_results_give():
     block = readme[readme.index(OVERVIEW_BEGIN):readme.index(OVERVIEW_END) + len(OVERVIEW_END)]
     assert block == results_overview(PUBLISHED)
     assert "| [S1: sentiment classification" in block
+
+
+def test_the_manuals_results_index_is_what_the_published_results_give():
+    """docs/results/index.md is the same overview, its links relative to the pages, and the site's table of
+    contents of every page there."""
+    from rnnlab.report import results_index
+
+    assert (PUBLISHED / "index.md").read_text() == results_index(PUBLISHED)
+    assert "](sentiment.md)" in results_index(PUBLISHED) and "docs/results/" not in results_index(PUBLISHED)
 
 
 def test_no_published_map_prints_an_interval_that_disagrees_with_its_verdict():

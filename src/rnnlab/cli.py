@@ -691,7 +691,7 @@ def _sweep_command(sub) -> None:
     """rnnlab sweep."""
     sw = sub.add_parser("sweep", help="a search over settings declared in a TOML file, resumable, local or on Ray",
                         formatter_class=HelpFormatter,
-                        description="Trains grid × samples × seeds trials of the search in FILE (see the README for "
+                        description="Trains grid × samples × seeds trials of the search in FILE (docs/sweeps.md: "
                         "the format), stores each under DIR/trials/ as it finishes (a rerun trains only what is "
                         "missing), and writes DIR/trials.csv, DIR/report.html and .md, and DIR/best/GROUP.toml.")
     sw.add_argument("file", metavar="FILE.toml", help="the sweep file")

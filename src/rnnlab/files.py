@@ -2,7 +2,7 @@
 every error, one command at a time per folder (a lock naming its holder), stored runs set aside
 rather than deleted, and published files replaced only where a manifest says rnnlab wrote them.
 
-These are the promises of the README's "Reliability" section; everything that writes a run, a study,
+These are the promises of docs/reliability.md; everything that writes a run, a study,
 a sweep or a published page goes through them.
 """
 

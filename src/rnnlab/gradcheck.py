@@ -19,8 +19,8 @@ class GradcheckResult:
     """``errors[name]`` = ‖analytic − numeric‖ / max(‖analytic‖, ‖numeric‖, floor) for each array;
     ``max_error`` is the largest, ``worst`` its name.
 
-    The floor (1e-4 × max(1, |f|) by default) is where finite differences stop resolving a
-    relative 1e-6: round-off is ~1e-12 · |f| per coordinate, so it grows with the size of the loss.
+    The floor (1e-4 × max(1, ``|f|``) by default) is where finite differences stop resolving a
+    relative 1e-6: round-off is ~1e-12 · ``|f|`` per coordinate, so it grows with the size of the loss.
     A gradient that has vanished below the floor, e.g. a dead ReLU unit or a truncated path, is
     then checked absolutely, ‖analytic − numeric‖ < tol · floor (1e-10 for a loss of order 1).
     """

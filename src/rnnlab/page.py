@@ -94,34 +94,66 @@ def markdown_blocks(blocks: list[Block]) -> str:
     return "\n".join(line for block in blocks for line in _md_block(block))
 
 
-def blocks_from_markdown(text: str) -> list[Block]:
-    """The blocks ``markdown_blocks`` wrote, read back from its Markdown (headings, tables, items,
-    figures with their captions, paragraphs): a published page's sections kept as they were."""
+# -- the page as data: what is published beside the Markdown, and read back instead of it --------------
+
+PAGE_SCHEMA = 1
+_KINDS = {cls.__name__: cls for cls in (Heading, Paragraph, Table, Figure, Items)}
+
+
+def page_to_dict(page: Page) -> dict:
+    """The page as JSON-ready data (``page.json`` beside a published page): republishing reloads this, never
+    the Markdown rendered from it."""
+    return {"schema": PAGE_SCHEMA, "title": page.title,
+            "blocks": [{"block": type(b).__name__, **{k: list(v) if isinstance(v, tuple) else v
+                                                     for k, v in b.__dict__.items()}} for b in page.blocks]}
+
+
+def page_from_dict(data: dict, where: str = "page.json") -> Page:
+    """The ``Page`` that ``page_to_dict`` wrote; ``where`` names the file in the error a damaged one gets."""
+    if not isinstance(data, dict) or data.get("schema") != PAGE_SCHEMA or not isinstance(data.get("blocks"), list):
+        raise ValueError(f"{where}: not a page of schema {PAGE_SCHEMA} (a title and a list of blocks)")
     blocks: list[Block] = []
-    chunks = [c.strip("\n") for c in re.split(r"\n\s*\n", text) if c.strip()]
-    i = 0
-    while i < len(chunks):
-        chunk = chunks[i]
-        lines = chunk.splitlines()
-        heading = re.fullmatch(r"(#{2,6}) (.+)", lines[0]) if len(lines) == 1 else None
-        figure = re.fullmatch(r"!\[(.*)\]\((.+)\)", chunk)
-        if heading:
-            blocks.append(Heading(heading.group(2), len(heading.group(1))))
-        elif figure:
-            caption = chunks[i + 1] if i + 1 < len(chunks) and not chunks[i + 1].startswith(("#", "|", "- ", "![")) \
-                else ""
-            blocks.append(Figure(figure.group(2), figure.group(1), caption, heading=False))
-            i += bool(caption)
-        elif all(line.startswith("|") for line in lines) and len(lines) >= 2:
-            cells = [line.strip()[2:-2].split(" | ") for line in lines]
-            blocks.append(Table(cells[0], cells[2:]))
-        elif all(line.startswith("- ") for line in lines):
-            blocks.append(Items([line[2:] for line in lines]))
-        else:
-            warning = chunk.startswith("> ")
-            blocks.append(Paragraph(chunk[2:] if warning else chunk, kind="warning" if warning else ""))
-        i += 1
-    return blocks
+    for i, raw in enumerate(data["blocks"]):
+        fields = dict(raw) if isinstance(raw, dict) else {}
+        kind = _KINDS.get(fields.pop("block", None))
+        if kind is None:
+            raise ValueError(f"{where}: block {i} has no known kind ({', '.join(_KINDS)})")
+        if "show" in fields:
+            fields["show"] = tuple(fields["show"])
+        try:
+            blocks.append(kind(**fields))
+        except TypeError as err:
+            raise ValueError(f"{where}: block {i} ({kind.__name__}): {err}") from None
+    return Page(str(data.get("title", "")), blocks)
+
+
+def _section_span(blocks: list[Block], heading: str) -> tuple[int, int] | None:
+    """Where the level-2 section ``heading`` starts and ends (its heading included) in ``blocks``."""
+    start = next((i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2 and b.text == heading),
+                 None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(blocks)) if isinstance(blocks[i], Heading) and blocks[i].level <= 2),
+               len(blocks))
+    return start, end
+
+
+def section(blocks: list[Block], heading: str) -> list[Block]:
+    """The blocks of the level-2 section ``heading`` (without the heading); empty when there is none."""
+    span = _section_span(blocks, heading)
+    return blocks[span[0] + 1:span[1]] if span else []
+
+
+def replace_section(blocks: list[Block], heading: str, new: list[Block], before: str | None = None) -> list[Block]:
+    """``blocks`` with the section ``heading`` replaced by ``new`` (which carries its own heading, or is empty to
+    remove it); a page without it gets ``new`` before the first section whose heading starts with ``before``, or
+    at the end."""
+    span = _section_span(blocks, heading)
+    if span is None:
+        at = next((i for i, b in enumerate(blocks) if before and isinstance(b, Heading) and b.level == 2
+                   and b.text.startswith(before)), len(blocks))
+        span = (at, at)
+    return blocks[:span[0]] + list(new) + blocks[span[1]:]
 
 
 def markdown(page: Page) -> str:

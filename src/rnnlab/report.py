@@ -40,10 +40,12 @@ from rnnlab.page import (
     Page,
     Paragraph,
     Table,
-    blocks_from_markdown,
     markdown,
-    markdown_blocks,
     md_table,
+    page_from_dict,
+    page_to_dict,
+    replace_section,
+    section,
 )
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
@@ -399,14 +401,17 @@ def _sweep_intro(summary: dict[str, Any]) -> list[str]:
             "best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
 
 
+BEST_PER_GROUP, COMPARED = "Best configuration per group", "Compared at each point"
+
+
 def sweep_page(summary: dict[str, Any], figures: list[dict[str, str]]) -> Page:
     """A sweep's report as one page: counts, the best configuration per group, the comparisons at each
     point, the figures, every trial."""
     blocks: list[Block] = [Paragraph(line) for line in _sweep_intro(summary)]
-    blocks += [Heading("Best configuration per group"), Table(*_sweep_best_rows(summary), title="Best per group")]
+    blocks += [Heading(BEST_PER_GROUP), Table(*_sweep_best_rows(summary), title="Best per group")]
     compared = _sweep_comparison_rows(summary)
     if compared[1]:
-        blocks += [Heading("Compared at each point"), Paragraph(COMPARISON_NOTE), Table(*compared, "verdicts")]
+        blocks += [Heading(COMPARED), Paragraph(COMPARISON_NOTE), Table(*compared, "verdicts")]
     blocks += [Figure(f["path"], f["title"], f["caption"]) for f in figures]
     blocks += [Heading("All trials (best first)"), Paragraph("Click a column to sort.", show=("html",)),
                Table(*_sweep_trial_rows(summary), "sortable")]
@@ -430,26 +435,27 @@ def sweep_summary_text(summary: dict[str, Any]) -> str:
                                                             or b.title]))
 
 
-def republish_sweep_comparisons(report: str | Path) -> Path:
+def republish_sweep_comparisons(folder: str | Path) -> Path:
     """Recompute a published sweep's best-per-group table and its comparisons from the trials published
     beside it (``trials.csv``, matched to the sweep file's trials by id) with today's statistics, and
-    rewrite those two sections of its ``report.md``; its figures and trial table, measured then, stay.
-    Written through a staging copy, like every publish (``files.staged_publish``)."""
-    report = Path(report)
-    source = re.search(r"rnnlab sweep (\S+\.toml)", report.read_text()).group(1)
-    with staged_publish(report.parent, f"sweep {Path(source).name}") as stage:
-        _republish_sweep_comparisons(stage / report.name, source)
-    return report
+    replace those two sections of the page kept as data (``page.json``); its figures and trial table, measured
+    then, stay. Written through a staging copy, like every publish (``files.staged_publish``)."""
+    folder = Path(folder)
+    source = _page_data(folder).get("source")
+    if not isinstance(source, str):
+        raise ValueError(f"{folder / PAGE_JSON}: no 'source' (the sweep file the page was made from)")
+    with staged_publish(folder, f"sweep {Path(source).name}") as stage:
+        _republish_sweep_comparisons(stage, source)
+    return folder / "report.md"
 
 
-def _republish_sweep_comparisons(report: Path, source: str) -> None:
+def _republish_sweep_comparisons(folder: Path, source: str) -> None:
     from rnnlab.experiments.sweeps import compare_first_axis, load_sweep, summarize
 
-    text = report.read_text()
     sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
     by_id = {t.id: t for t in sweep.trials()}
     records = []
-    with open(report.parent / "trials.csv", newline="") as f:
+    with open(folder / "trials.csv", newline="") as f:
         for row in csv.DictReader(f):
             trial = by_id[row["id"]]
             fixed = {"id", "seed", "seconds", "status", "error", *sweep.searched}
@@ -459,17 +465,20 @@ def _republish_sweep_comparisons(report: Path, source: str) -> None:
                             "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
     summary = {"metric": sweep.metric, "searched": sweep.searched, "groups": summarize(sweep, records),
                "comparisons": compare_first_axis(sweep, records)}
-    start = text.index("## Best configuration per group")
-    end = text.index("\n## ", start + 1) + 1
-    text = text[:start] + "\n".join(["## Best configuration per group", "", md_table(*_sweep_best_rows(summary)),
-                                     ""]) + "\n" + text[end:]
+    page = read_page(folder)
+    blocks = _replace_keeping_figures(page.blocks, BEST_PER_GROUP,
+                                      [Table(*_sweep_best_rows(summary), title="Best per group")])
     compared = _sweep_comparison_rows(summary)
-    if "## Compared at each point" in text and compared[1]:
-        start = text.index("## Compared at each point")
-        end = min(i for i in (text.find("\n## ", start + 1), text.find("\n![", start + 1)) if i >= 0) + 1
-        text = text[:start] + "\n".join(["## Compared at each point", "", COMPARISON_NOTE, "", md_table(*compared),
-                                         ""]) + "\n" + text[end:]
-    report.write_text(text)
+    if section(blocks, COMPARED) and compared[1]:
+        blocks = _replace_keeping_figures(blocks, COMPARED, [Paragraph(COMPARISON_NOTE), Table(*compared, "verdicts")])
+    write_page(Page(page.title, blocks), folder / "report.md", folder / PAGE_JSON, source)
+
+
+def _replace_keeping_figures(blocks: list[Block], heading: str, new: list[Block]) -> list[Block]:
+    """The section ``heading`` with ``new`` in place of its text and tables; its figures (and their headings),
+    plotted then, stay."""
+    figures = [b for b in section(blocks, heading) if isinstance(b, Figure) or isinstance(b, Heading) and b.level > 2]
+    return replace_section(blocks, heading, [Heading(heading), *new, *figures])
 
 
 def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
@@ -502,7 +511,7 @@ def _write_published_sweep(summary: dict[str, Any], out_dir: Path, stage: Path, 
             f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")
     page = sweep_page(summary, sweep_figures(summary, out_dir))
     page.blocks.insert(0, Paragraph(head))
-    (stage / "report.md").write_text(markdown(page))
+    write_page(page, stage / "report.md", stage / PAGE_JSON, str(source))
 
 
 # -- published results (docs/results/NAME.md) -----------------------------------------------------
@@ -582,26 +591,54 @@ class KeptColumn:
 
     @classmethod
     def read(cls, dest: Path, name: str, label: str) -> KeptColumn:
-        text = (dest / f"{name}.md").read_text()
-        sections = {part.split("\n", 1)[0]: part.split("\n", 1)[1] if "\n" in part else ""
-                    for part in ("\n" + text).split("\n## ")[1:]}
-        top = blocks_from_markdown(text.split("\n## ", 1)[0].split("\n", 1)[1])
+        blocks = read_page(dest, name).blocks
+        top = blocks[:next((i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2), len(blocks))]
         table = next(b for b in top if isinstance(b, Table) and b.header[0] == "")
         column = table.header.index(label) if label in table.header else None
         compute = {row[0]: row[column] if column is not None else "–" for row in table.rows}
         figures, keep = [], False
-        for block in blocks_from_markdown(sections.get("Figures", "")):
+        for block in section(blocks, "Figures"):
             if isinstance(block, Heading):
                 keep = block.text.endswith(f"({label})")
             if keep:
                 figures.append(block)
-        notes = next((b.items for b in blocks_from_markdown(sections.get("Notes", "")) if isinstance(b, Items)), [])
+        notes = next((b.items for b in section(blocks, "Notes") if isinstance(b, Items)), [])
         files = [RUNS_CSV[label], *(Path(b.path).name for b in figures if isinstance(b, Figure))]
         if label == TUNED:
             files.append(SEARCH_TRIALS)
-        return cls(compute, blocks_from_markdown(sections.get(f"Results {label}", "")), figures,
-                   blocks_from_markdown(sections.get(f"Settings {label}", "")), notes,
+        return cls(compute, section(blocks, f"Results {label}"), figures, section(blocks, f"Settings {label}"), notes,
                    {f: (dest / name / f).read_bytes() for f in files if (dest / name / f).is_file()})
+
+
+PAGE_JSON = "page.json"     # a published page as data, beside its files: what republishing reads back
+
+
+def read_page(folder: Path, name: str | None = None) -> Page:
+    """The page published as ``folder/NAME/page.json`` (a study) or ``folder/page.json`` (a map)."""
+    return page_from_dict(_page_data(folder, name), str((folder / name if name else folder) / PAGE_JSON))
+
+
+def _page_data(folder: Path, name: str | None = None) -> dict[str, Any]:
+    path = (folder / name if name else folder) / PAGE_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no page as data beside the published page; publish it again")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: damaged JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a page (a JSON object)")
+    return data
+
+
+def write_page(page: Page, markdown_path: Path, json_path: Path, source: str | None = None) -> Path:
+    """A published page: its data (``page.json``, with the file it was made from, ``source``) and its Markdown,
+    rendered from the same ``Page``."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    data = page_to_dict(page) | ({"source": source} if source else {})
+    json_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    markdown_path.write_text(markdown(page))
+    return markdown_path
 
 
 def _last_training_call(variant: Variant) -> dict[str, Any]:
@@ -771,39 +808,28 @@ def _stored_variants(exp: Any, dest: Path) -> dict[str, Variant]:
 def _republish_verdicts(name: str, dest: Path) -> Path:
     from rnnlab.experiments.studies import EXPERIMENTS
 
-    page, exp = dest / f"{name}.md", EXPERIMENTS[name]
+    exp = EXPERIMENTS[name]
     variants = _stored_variants(exp, dest)
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
-    text = page.read_text()
-    title, rest = text.split("\n", 1)
-    body = rest[rest.index("Study: "):]
-    if "## Verdicts" in body:
-        body = _replace_section(body, "## Verdicts", _verdicts_block(variants, name, dest / name))
-    if "## Tuning budget" in body and (dest / name / SEARCH_TRIALS).is_file():
-        block = expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name, name)
-        body = _replace_section(body, "## Tuning budget", block)
+    published = read_page(dest, name)
+    body = published.blocks[next(i for i, b in enumerate(published.blocks)
+                                 if isinstance(b, Paragraph) and b.text.startswith("Study: ")):]
+    if Heading("Verdicts") in body:
+        body = replace_section(body, "Verdicts", _verdicts_block(variants, name, dest / name))
+    if section(body, TUNING_BUDGET) and (dest / name / SEARCH_TRIALS).is_file():
+        body = replace_section(body, TUNING_BUDGET, expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name,
+                                                                        name))
     findings = [render(finding, dest, exp.published) for finding in exp.findings]
     if findings:
-        body = _replace_section(body, FINDINGS, [Heading(FINDINGS.removeprefix("## ")), Items(findings)],
-                                before="## Results")
-    page.write_text(f"{title}\n\n" + markdown_blocks(_in_short_block(variants, name)) + "\n" + body)
-    return page
+        body = replace_section(body, FINDINGS, [Heading(FINDINGS), Items(findings)], before="Results")
+    page = Page(published.title, _in_short_block(variants, name) + body)
+    return write_page(page, dest / f"{name}.md", dest / name / PAGE_JSON)
 
 
 SEARCH_TRIALS = "search-trials.csv"     # every trial of the tuned page's searches, beside the page
-FINDINGS = "## Findings"                # the study's measured findings (findings.toml), from the published runs
-
-
-def _replace_section(body: str, heading: str, blocks: list[Block], before: str | None = None) -> str:
-    """The page body with its section ``heading`` replaced by ``blocks`` (inserted before the first
-    heading starting with ``before`` if the page has none)."""
-    if heading in body:
-        start = body.index(heading)
-        end = body.index("\n## ", start + 1) + 1
-    else:
-        start = end = body.index("\n" + before) + 1
-    return body[:start] + markdown_blocks(blocks) + "\n" + body[end:]
+FINDINGS = "Findings"                   # the study's measured findings (findings.toml), from the published runs
+TUNING_BUDGET = "Tuning budget"
 
 
 def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
@@ -846,9 +872,10 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
     """The tuned page's 'Tuning budget' section: the expected best dev score of each configuration's
     search against the number of trials, and whether the configurations' order depends on the budget."""
     from rnnlab.analysis.plots import plot_learning_curves
+    from rnnlab.experiments.settings import read_toml
 
-    metric = re.search(r'metric\s*=\s*"(\w+)"', exp.search).group(1)
-    higher = re.search(r'mode\s*=\s*"(\w+)"', exp.search).group(1) == "max"
+    search = read_toml("", text=exp.search, where=f"the search of study {exp.name}")
+    metric, higher = search["metric"], search.get("mode", "min") == "max"
     bands = expected_best(trials_csv, metric, higher)
     if not bands:
         return []
@@ -874,7 +901,7 @@ def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str
     finding = "; ".join(findings) if findings else "one configuration tuned"
     improving = (f"; still improving at the last trial (more than 1% of its gain): {', '.join(still)}" if still
                  else "; every curve has flattened by its last trial")
-    return [Heading("Tuning budget"),
+    return [Heading(TUNING_BUDGET),
             Paragraph(f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. "
                       f"2019, the best of n of the search's trials drawn without replacement, so that n = all of "
                       f"them is the search's own best; the band is ± one standard deviation; a trial is one "
@@ -982,8 +1009,7 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
     for label, variant in variants.items():
         blocks += [Heading(f"Settings {label}"),
                    *(variant.kept.settings if variant.kept else [Items(_settings_lines(variant.results))])]
-    path = dest / f"{name}.md"
-    path.write_text(markdown(Page(first.title.removesuffix(" (tuned)"), blocks)))
+    write_page(Page(first.title.removesuffix(" (tuned)"), blocks), dest / f"{name}.md", dest / name / PAGE_JSON)
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
     return _republish_verdicts(name, dest)
@@ -1083,15 +1109,16 @@ def _tally(words: list[str]) -> str:
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
 
 
-def results_overview(dest: str | Path = RESULTS_ROOT) -> str:
+def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results/") -> str:
     """The README's table of every published study, map and the cell benchmark, computed from what
     ``dest`` stores (each study's runs.csv through today's verdicts, the benchmark's cells.json), so that
-    the front page cannot drift from the pages it links."""
+    the front page cannot drift from the pages it links. ``links`` is where the pages are, seen from the
+    page that shows the table."""
     from rnnlab.experiments.studies import EXPERIMENTS
 
     dest = Path(dest)
     rows = []
-    for name in sorted(n for n in EXPERIMENTS if (dest / f"{n}.md").is_file()):
+    for name in sorted(n for n in EXPERIMENTS if (dest / n / PAGE_JSON).is_file()):
         exp = EXPERIMENTS[name]
         variants = _stored_variants(exp, dest)
         seeds = " / ".join(f"{variant.seeds}" for variant in variants.values())
@@ -1100,7 +1127,7 @@ def results_overview(dest: str | Path = RESULTS_ROOT) -> str:
         numbers = "; ".join(f"{label}: {_tally([v.verdict for v in variant.verdicts if v.kind == 'published'])}"
                             for label, variant in variants.items())
         undecidable = " **Not decidable with these seeds** (see the page)." if _undecidable(variants, name) else ""
-        rows.append([f"[{exp.title}](docs/results/{name}.md)", seeds, claims + undecidable, numbers])
+        rows.append([f"[{exp.title}]({links}{name}.md)", seeds, claims + undecidable, numbers])
     lines = [OVERVIEW_BEGIN, "", md_table(["study", "seeds (setting / tuned)", "its claims", "published numbers"],
                                           rows)]
     cells = dest / "cells.json"
@@ -1109,18 +1136,41 @@ def results_overview(dest: str | Path = RESULTS_ROOT) -> str:
         relation = {"same": "the same as", "better": "better than", "worse": "worse than"}
         held = "; ".join(f"{c['a']} {relation.get(c['relation'], c['relation'])} {c['b']}: {len(c['holds'])} of "
                          f"{len(c['tasks'])}" for c in bench["claims"])
-        lines += ["", f"[The cell benchmark](docs/results/cells.md) ({len(bench['cells'])} cells × "
+        lines += ["", f"[The cell benchmark]({links}cells.md) ({len(bench['cells'])} cells × "
                       f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on): {held}."]
-    maps = sorted(dest.glob("*/report.md"))
+    maps = sorted(path.parent for path in dest.glob(f"*/{PAGE_JSON}") if "source" in _page_data(path.parent))
     if maps:
         lines += ["", "Maps and searches: " + " · ".join(
-            f"[{report.read_text().splitlines()[0].lstrip('# ').strip()}](docs/results/{report.parent.name}/report.md)"
-            for report in maps) + "."]
+            f"[{read_page(folder).title}]({links}{folder.name}/report.md)" for folder in maps) + "."]
     return "\n".join(lines + ["", OVERVIEW_END])
 
 
+RESULTS_INDEX_TOC = """```{toctree}
+:hidden:
+:glob:
+
+*
+*/report
+```"""
+
+
+def results_index(dest: str | Path = RESULTS_ROOT) -> str:
+    """``docs/results/index.md``, the manual's results page: the README's overview, linked from beside the pages,
+    and the site's table of contents of every published page."""
+    return f"# Results\n\n{results_overview(dest, links='')}\n\n{RESULTS_INDEX_TOC}\n"
+
+
 def write_overview(readme: str | Path = "README.md", dest: str | Path = RESULTS_ROOT) -> bool:
-    """Replace the README's overview block with today's; True when it changed."""
+    """Replace the README's overview block with today's, and rewrite the manual's results index; True when either
+    changed."""
+    index, text = Path(dest) / "index.md", results_index(dest)
+    index_changed = not index.is_file() or index.read_text() != text
+    if index_changed:
+        atomic_write(index, lambda f: f.write(text.encode()))
+    return _write_readme_overview(readme, dest) or index_changed
+
+
+def _write_readme_overview(readme: str | Path, dest: str | Path) -> bool:
     path = Path(readme)
     text = path.read_text()
     if OVERVIEW_BEGIN not in text or OVERVIEW_END not in text:
@@ -1134,4 +1184,4 @@ def write_overview(readme: str | Path = "README.md", dest: str | Path = RESULTS_
 
 
 if __name__ == "__main__":
-    print("README.md " + ("updated" if write_overview() else "unchanged"))
+    print("README.md and docs/results/index.md " + ("updated" if write_overview() else "unchanged"))

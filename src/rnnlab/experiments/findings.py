@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import fnmatch
 import itertools
+import json
 import math
 import re
 from collections import Counter
@@ -48,6 +49,7 @@ import numpy as np
 
 from rnnlab.experiments.settings import read_toml
 from rnnlab.experiments.statistics import ALPHA, compare_means, mean_std, p_shown, t_interval
+from rnnlab.page import Heading, markdown_blocks, page_from_dict, section
 
 FINDINGS_FILE = Path(__file__).with_name("findings.toml")
 RESULTS_ROOT = Path("docs/results")        # where `--publish` writes and the quotes are read by default
@@ -226,16 +228,21 @@ def _read_table(root: Path, table: str, where_: str) -> list[dict[str, str]]:
 
 
 def _page_rows(root: Path, quote: dict[str, Any], where_: str) -> list[dict[str, str]]:
-    path = root / quote["page"]
+    """Rows quoted from a published page's text, read from the page as data (``NAME/page.json`` beside
+    ``NAME.md``, or ``MAP/page.json`` beside ``MAP/report.md``), never from its Markdown."""
+    page_md = Path(quote["page"])
+    path = root / (page_md.parent if page_md.name == "report.md" else page_md.with_suffix("")) / "page.json"
     if not path.is_file():
-        raise FindingError(f"{where_}: page {path} does not exist")
-    text = path.read_text()
+        raise FindingError(f"{where_}: page {root / page_md} has no page.json beside it ({path})")
+    try:
+        blocks = page_from_dict(json.loads(path.read_text()), str(path)).blocks
+    except ValueError as err:
+        raise FindingError(f"{where_}: {err}") from None
     if "section" in quote:
-        start = text.find(f"## {quote['section']}\n")
-        if start < 0:
-            raise FindingError(f"{where_}: page {path} has no section '## {quote['section']}'")
-        end = text.find("\n## ", start + 1)
-        text = text[start:end if end > 0 else len(text)]
+        if Heading(quote["section"]) not in blocks:
+            raise FindingError(f"{where_}: page {root / page_md} has no section '## {quote['section']}'")
+        blocks = section(blocks, quote["section"])
+    text = markdown_blocks(blocks)
     rows = [m.groupdict() for m in re.finditer(quote["pattern"], text)]
     if rows and "value" not in rows[0]:
         raise FindingError(f"{where_}: the pattern needs a group (?P<value>…)")

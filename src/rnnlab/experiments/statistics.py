@@ -127,7 +127,7 @@ class Permutation:
 
     Under the shift model (a − shift and b exchangeable) a split S of the pooled seeds, k of whose na seeds
     on side a came from a, has the statistic D_S − shift·c_S with c_S = k/na − (na − k)/nb; the observed split
-    has c = 1. Whether S is as extreme as the observed one, |D_S − shift·c_S| ≥ |d − shift|, holds for the
+    has c = 1. Whether S is as extreme as the observed one, ``|D_S − shift·c_S| ≥ |d − shift|``, holds for the
     shifts within ``below[S]`` under d and ``above[S]`` over it (the condition is convex in the distance from
     d and falls to −∞, so it holds on one interval from d). So p(shift) is a count, monotone on each side of d,
     and the interval of the shifts the test keeps at level alpha is read off an order statistic: it excludes
