@@ -26,11 +26,12 @@ replicas together. Streams with carried state and weight noise are not supported
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial, wraps
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -211,38 +212,9 @@ def _per_replica(data, R: int, name: str) -> list[SequenceData] | None:
 # -- the loop -------------------------------------------------------------------------------------
 
 
-def _fit_replicas(
-    models: Sequence[RecurrentModel],
-    train: SequenceData | Sequence[SequenceData],
-    dev: SequenceData | Sequence[SequenceData] | None = None,
-    test: SequenceData | Sequence[SequenceData] | None = None,
-    config: TrainConfig | None = None,
-    seeds: Sequence[int] | None = None,
-    task_metrics: Callable | Sequence[Callable] | None = None,
-    length_bucket: int = 8,
-    align_lengths: bool = False,
-    learning_rates: Sequence[float] | None = None,
-) -> list[dict[str, Any]]:
-    """Train ``models[r]`` with ``config.seed = seeds[r]`` (default 0, 1, ...) as R replicas at once;
-    returns one result dict per replica, as ``fit`` returns it, plus ``"replicas"`` (how many were
-    trained together) and ``"diverged"`` (None, or where that replica stopped). The models are
-    left holding their trained (best-dev) parameters.
-
-    ``train``/``dev``/``test``: one SequenceData shared by all replicas, or one per replica (same
-    number of sequences). ``task_metrics``: one callable, or one per replica (a task's metrics
-    read its own data). ``learning_rates``: one initial rate per replica (a learning-rate sweep as
-    one program; each replica's schedule scales its own), default ``config.lr`` for all.
-    ``length_bucket``: batches are padded to a multiple of this many steps, so
-    the program is compiled for a few lengths only.
-
-    ``align_lengths``: every step pads to the longest of the R replicas' batches, so with randomly
-    ordered, length-bucketed batches most steps run near the longest length there is. With
-    ``align_lengths=True`` each replica keeps its own batches (same sequences as ``fit``'s) but
-    takes them in an order shared by all replicas: its batches ranked by length, the ranks visited
-    in one random order per epoch. Each replica still sees its batches in a uniformly random
-    order, so it trains the same model in distribution, faster, but not number for number as
-    ``fit`` does (the replicas' orders are no longer independent of each other).
-    """
+def _fit_replicas(models: Sequence[RecurrentModel], train: Any, dev: Any, test: Any, config: TrainConfig | None,
+                  seeds: Sequence[int] | None, task_metrics: Any, length_bucket: int, align_lengths: bool,
+                  learning_rates: Sequence[float] | None) -> list[dict[str, Any]]:
     config = config or TrainConfig()
     models = list(models)
     R = len(models)
@@ -256,14 +228,10 @@ def _fit_replicas(
     t = jnp.zeros(R, jnp.int32)
     step, evaluate_batch = _programs(template, config, rule)
 
-    rngs = [np.random.default_rng(seed) for seed in seeds]
-    shared_rng = np.random.default_rng(seeds)
+    rngs, shared_rng = [np.random.default_rng(seed) for seed in seeds], np.random.default_rng(seeds)
     schedules = [make_schedule(config.schedule, lr, **config.schedule_kwargs()) for lr in initial_lrs]
     padded = {name: _Padded(data, dtype, length_bucket) for name, data in splits.items() if data is not None}
-    has_dev = "dev" in padded
-    # fit reports an accuracy only where outputs are classes
-    accuracy = template.loss_name == "cross_entropy" or (
-        template.loss_name == "squared_error" and padded["train"].targets_are_classes)
+    has_dev, accuracy = "dev" in padded, _reports_accuracy(template, padded["train"])
     progress = [Progress() for _ in seeds]
     best = dict(params) if has_dev else None
     diverged: list[str | None] = [None] * R
@@ -274,54 +242,85 @@ def _fit_replicas(
         if not any(active_now):
             break
         lrs = [s.lr_for(epoch) for s in schedules]
-        lr = jnp.asarray(lrs, dtype)
-        active = jnp.asarray(active_now)
         tic = time.perf_counter()
         groups = [splits["train"][min(r, len(splits["train"]) - 1)].batch_indices(config.batch_size, rng,
                                                                                   bucket=config.bucket)
                   for r, rng in enumerate(rngs)]
         if align_lengths:
             groups = _aligned(groups, padded["train"], shared_rng)
-        sums = []
-        for b in range(len(groups[0])):
-            x, y, mask, weight = padded["train"].gather([g[b] for g in groups], config.batch_size)
-            params, slots, t, active, stats, finite = step(params, slots, t, lr, active, x, y, mask, weight)
-            sums.append((stats, finite))
-        fetched = jax.device_get(sums)
+        state = (params, slots, t, jnp.asarray(active_now))
+        state, fetched = _replica_epoch(step, state, groups, padded["train"], config.batch_size,
+                                        jnp.asarray(lrs, dtype))
+        params, slots, t, _ = state
         seconds = time.perf_counter() - tic
         dev_stats = _evaluate_all(evaluate_batch, params, padded["dev"], config.batch_size, accuracy) \
             if has_dev else None
-        for r in range(R):
-            if not active_now[r]:
-                continue
-            bad_batch = next((b for b, (_, ok) in enumerate(fetched) if not ok[r]), None)
-            if bad_batch is not None:
-                diverged[r] = (f"training diverged at epoch {epoch + 1}, batch {bad_batch + 1}: the loss, a gradient "
-                               f"or an updated parameter is NaN or Inf; this replica kept its last good parameters")
-            stats = [_stats(s, r, accuracy) for s, _ in fetched[:bad_batch]]
-            row = epoch_row(epoch, lrs[r], metrics_from_stats(stats, template, "train") if stats else {},
-                            metrics_from_stats([dev_stats[r]], template, "dev") if has_dev else None,
-                            seconds, R * n_train)   # seconds: all replicas together
-            if diverged[r] or not stats:
-                progress[r].record(row)
-            elif progress[r].close_epoch(row, schedules[r], config, has_dev) and best is not None:
+        for r in (r for r in range(R) if active_now[r]):
+            row = functools.partial(epoch_row, epoch, lrs[r], seconds=seconds, sequences=R * n_train)  # all replicas
+            diverged[r], improved = _close_replica_epoch(progress[r], schedules[r], config, template, fetched, r,
+                                                         accuracy, row, dev_stats[r] if has_dev else None)
+            if improved and best is not None:
                 best = {k: best[k].at[r].set(params[k][r]) for k in best}
         if config.progress:
             losses = [p.history[-1].get("train_loss", math.nan) for p in progress if p.epoch == epoch + 1]
             print(f"epoch {epoch + 1}/{config.epochs}: {R} replicas, train loss mean {np.nanmean(losses):.4g}, "
                   f"{seconds:.2f} s", file=sys.stderr)
-
     final = best if best is not None else params
     split_stats = {name: _evaluate_all(evaluate_batch, final, data, config.batch_size, accuracy)
                    for name, data in padded.items()}
-    final = {k: np.asarray(v) for k, v in final.items()}
-    total = time.perf_counter() - started
+    return _replica_results(models, {k: np.asarray(v) for k, v in final.items()}, split_stats, config, seeds,
+                            initial_lrs, metric_fns, progress, diverged, best is not None,
+                            time.perf_counter() - started)
+
+
+def _reports_accuracy(template: RecurrentModel, train: Any) -> bool:
+    """Whether ``fit`` would report an accuracy: only where the outputs are classes."""
+    return template.loss_name == "cross_entropy" or (template.loss_name == "squared_error"
+                                                     and train.targets_are_classes)
+
+
+def _replica_epoch(step: Callable, state: tuple, groups: list, train: Any, batch_size: int, lr: Any) -> tuple:
+    """One epoch's batches through the compiled step, every replica at once: the new (params, slots, t, active)
+    and each batch's (stats, finite) fetched from the device."""
+    params, slots, t, active = state
+    sums = []
+    for b in range(len(groups[0])):
+        x, y, mask, weight = train.gather([g[b] for g in groups], batch_size)
+        params, slots, t, active, stats, finite = step(params, slots, t, lr, active, x, y, mask, weight)
+        sums.append((stats, finite))
+    return (params, slots, t, active), jax.device_get(sums)
+
+
+def _close_replica_epoch(progress: Progress, schedule: Any, config: TrainConfig, template: RecurrentModel,
+                         fetched: list, r: int, accuracy: bool, make_row: Callable,
+                         dev_stats: Any) -> tuple[str | None, bool]:
+    """Replica ``r``'s epoch recorded as ``fit`` records one (its batches up to a non-finite one; ``make_row``:
+    ``epoch_row`` with all but the metrics given): (why it diverged or None, whether its dev score improved so
+    that its parameters are the best so far)."""
+    bad_batch = next((b for b, (_, ok) in enumerate(fetched) if not ok[r]), None)
+    stats = [_stats(s, r, accuracy) for s, _ in fetched[:bad_batch]]
+    has_dev = dev_stats is not None
+    row = make_row(metrics_from_stats(stats, template, "train") if stats else {},
+                   metrics_from_stats([dev_stats], template, "dev") if has_dev else None)
+    diverged = None if bad_batch is None else (
+        f"training diverged at epoch {row['epoch']}, batch {bad_batch + 1}: the loss, a gradient or an updated "
+        f"parameter is NaN or Inf; this replica kept its last good parameters")
+    if diverged or not stats:
+        progress.record(row)
+        return diverged, False
+    return diverged, progress.close_epoch(row, schedule, config, has_dev)
+
+
+def _replica_results(models: list[RecurrentModel], final: dict[str, np.ndarray], split_stats: dict, config: TrainConfig,
+                     seeds: list[int], initial_lrs: list[float], metric_fns: list, progress: list[Progress],
+                     diverged: list[str | None], kept_best: bool, total: float) -> list[dict[str, Any]]:
+    """Each replica's trained parameters put back into its model, and its result as ``fit`` returns one."""
     results = []
     for r, (seed, model, metrics) in enumerate(zip(seeds, models, metric_fns)):
         for k, p in model.params.items():
             p[...] = final[k][r]
         result = run_result(dataclasses.replace(config, seed=seed, lr=initial_lrs[r]), None, model.num_params(),
-                            progress[r], best is not None, total, replicas=R, diverged=diverged[r])
+                            progress[r], kept_best, total, replicas=len(models), diverged=diverged[r])
         for prefix, stats in split_stats.items():
             result.update(metrics_from_stats([stats[r]], model, prefix))
         if metrics is not None:
@@ -379,9 +378,40 @@ def _evaluate_all(evaluate_batch, params, data: _Padded, batch_size: int, accura
     return [_stats(totals, r, accuracy) for r in range(R)]
 
 
-@wraps(_fit_replicas)
-def fit_replicas(models: Sequence[RecurrentModel], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+def fit_replicas(
+    models: Sequence[RecurrentModel],
+    train: SequenceData | Sequence[SequenceData],
+    dev: SequenceData | Sequence[SequenceData] | None = None,
+    test: SequenceData | Sequence[SequenceData] | None = None,
+    config: TrainConfig | None = None,
+    seeds: Sequence[int] | None = None,
+    task_metrics: Callable | Sequence[Callable] | None = None,
+    length_bucket: int = 8,
+    align_lengths: bool = False,
+    learning_rates: Sequence[float] | None = None,
+) -> list[dict[str, Any]]:
+    """Train ``models[r]`` with ``config.seed = seeds[r]`` (default 0, 1, ...) as R replicas at once;
+    returns one result dict per replica, as ``fit`` returns it, plus ``"replicas"`` (how many were
+    trained together) and ``"diverged"`` (None, or where that replica stopped). The models are
+    left holding their trained (best-dev) parameters.
+
+    ``train``/``dev``/``test``: one SequenceData shared by all replicas, or one per replica (same
+    number of sequences). ``task_metrics``: one callable, or one per replica (a task's metrics
+    read its own data). ``learning_rates``: one initial rate per replica (a learning-rate sweep as
+    one program; each replica's schedule scales its own), default ``config.lr`` for all.
+    ``length_bucket``: batches are padded to a multiple of this many steps, so
+    the program is compiled for a few lengths only.
+
+    ``align_lengths``: every step pads to the longest of the R replicas' batches, so with randomly
+    ordered, length-bucketed batches most steps run near the longest length there is. With
+    ``align_lengths=True`` each replica keeps its own batches (same sequences as ``fit``'s) but
+    takes them in an order shared by all replicas: its batches ranked by length, the ranks visited
+    in one random order per epoch. Each replica still sees its batches in a uniformly random
+    order, so it trains the same model in distribution, faster, but not number for number as
+    ``fit`` does (the replicas' orders are no longer independent of each other).
+    """
     # 64-bit types for this call only, not for the whole process: float64 models need them, and the
     # losses and norms accumulate in float64 whatever the model's dtype (as fit does in NumPy)
     with jax.enable_x64(True):
-        return _fit_replicas(models, *args, **kwargs)
+        return _fit_replicas(models, train, dev, test, config, seeds, task_metrics, length_bucket, align_lengths,
+                             learning_rates)
