@@ -320,7 +320,7 @@ def test_the_published_benchmark_is_its_stored_results_rendered():
     from rnnlab.experiments.bench_cells import rejudge
     from rnnlab.experiments.statistics import compare_means, holm, permutation_p
     from rnnlab.page import markdown
-    from rnnlab.report import bench_cells_page
+    from rnnlab.pages.bench import bench_cells_page
 
     docs = Path(__file__).resolve().parents[1] / "docs" / "results"
     results = json.loads((docs / "cells.json").read_text())

@@ -20,7 +20,7 @@ from rnnlab.experiments.results import StudyResults
 from rnnlab.experiments.runner import run_experiment
 from rnnlab.experiments.settings import build, load_trained
 from rnnlab.experiments.studies import COMPARE, EXPERIMENTS
-from rnnlab.report import write_report
+from rnnlab.pages.run import write_report
 from rnnlab.train import CHECKPOINT, load_checkpoint
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -235,7 +235,7 @@ def _tiny_study():
 @pytest.mark.slow
 def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_path, monkeypatch):
     from rnnlab.cli import main
-    from rnnlab.report import write_published
+    from rnnlab.pages.study import write_published
 
     monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
     out, dest = tmp_path / "runs", tmp_path / "docs"
@@ -636,7 +636,7 @@ def test_the_command_lines_help_imports_no_study_analysis_or_plotting(argv):
 
     probe = ("import sys\nfrom rnnlab.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
              "heavy = sorted(m for m in sys.modules if m.startswith(('rnnlab.experiments.studies', 'rnnlab.analysis', "
-             "'matplotlib', 'rnnlab.report')))\nprint('HEAVY', heavy)")
+             "'matplotlib', 'rnnlab.pages')))\nprint('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "usage: rnnlab" in out
     names = subprocess.run([sys.executable, "-c", probe, "reproduce", "--help"], capture_output=True, text=True,

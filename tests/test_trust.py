@@ -264,7 +264,7 @@ def test_the_cell_benchmark_never_replaces_a_page_it_did_not_publish(tmp_path, c
 
 
 def test_a_published_figure_path_that_leaves_its_folder_is_refused(tmp_path, capsys, monkeypatch):
-    from rnnlab.report import write_published
+    from rnnlab.pages.study import write_published
 
     _tiny(monkeypatch)
     out = tmp_path / "runs"
@@ -281,7 +281,7 @@ def test_a_published_figure_path_that_leaves_its_folder_is_refused(tmp_path, cap
 
 
 def test_republishing_a_study_keeps_what_others_put_beside_its_page(tmp_path, capsys, monkeypatch):
-    from rnnlab.report import write_published
+    from rnnlab.pages.study import write_published
 
     _tiny(monkeypatch)
     out, dest = tmp_path / "runs", tmp_path / "docs"

@@ -24,7 +24,8 @@ from rnnlab.experiments.verdicts import (
     judge_published,
     verdict_table,
 )
-from rnnlab.report import RUNS_CSV, SETTING, read_runs_csv, stored_verdicts, verdict_cell
+from rnnlab.pages.format import verdict_cell
+from rnnlab.pages.study import RUNS_CSV, SETTING, read_runs_csv, stored_verdicts
 
 
 def compare_samples(a, b, count: bool = False):
@@ -264,7 +265,7 @@ def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
     """Metric labels, claims and reasons become cells of the published tables: a '|' would split the row."""
     from rnnlab.experiments.findings import render, render_reasons
     from rnnlab.experiments.studies import COMPARE
-    from rnnlab.report import METRIC_NAMES
+    from rnnlab.pages.format import METRIC_NAMES
 
     texts = list(METRIC_NAMES.values())
     for exp in (*EXPERIMENTS.values(), COMPARE):
@@ -296,7 +297,9 @@ def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_st
     docs/results are today's code applied to the stored data."""
     import shutil
 
-    from rnnlab.report import republish_sweep_comparisons, republish_verdicts, results_overview
+    from rnnlab.pages.overview import results_overview
+    from rnnlab.pages.study import republish_verdicts
+    from rnnlab.pages.sweep import republish_sweep_comparisons
 
     copy = tmp_path / "results"
     shutil.copytree(PUBLISHED, copy)
@@ -493,7 +496,7 @@ def test_a_published_tolerance_is_no_wider_than_the_gap_a_claim_tells_apart():
 def test_the_readme_overview_is_what_the_published_results_give():
     """The README's results table is computed from docs/results (every study's runs.csv through today's
     verdicts, the benchmark's cells.json): regenerated, it is what the README holds."""
-    from rnnlab.report import OVERVIEW_BEGIN, OVERVIEW_END, results_overview
+    from rnnlab.pages.overview import OVERVIEW_BEGIN, OVERVIEW_END, results_overview
 
     readme = (PUBLISHED.parents[1] / "README.md").read_text()
     block = readme[readme.index(OVERVIEW_BEGIN):readme.index(OVERVIEW_END) + len(OVERVIEW_END)]
@@ -504,7 +507,7 @@ def test_the_readme_overview_is_what_the_published_results_give():
 def test_the_manuals_results_index_is_what_the_published_results_give():
     """docs/results/index.md is the same overview, its links relative to the pages, and the site's table of
     contents of every page there."""
-    from rnnlab.report import results_index
+    from rnnlab.pages.overview import results_index
 
     assert (PUBLISHED / "index.md").read_text() == results_index(PUBLISHED)
     assert "](sentiment.md)" in results_index(PUBLISHED) and "docs/results/" not in results_index(PUBLISHED)

@@ -359,7 +359,8 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _run_experiment(exp, args: argparse.Namespace) -> int:
     from rnnlab.experiments.runner import run_experiment
-    from rnnlab.report import summary_text, write_published, write_report
+    from rnnlab.pages.run import summary_text, write_report
+    from rnnlab.pages.study import write_published
 
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
@@ -407,7 +408,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from rnnlab.experiments.sweeps import load_sweep, quick_version, run_sweep
-    from rnnlab.report import sweep_summary_text, write_published_sweep, write_sweep_report
+    from rnnlab.pages.sweep import sweep_summary_text, write_published_sweep, write_sweep_report
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers: expected at least 1, got {args.workers}")
@@ -556,8 +557,7 @@ def _bench_cells_command(sub) -> None:
 def _bench_cells(args: argparse.Namespace) -> int:
     from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import bench_cells
-    from rnnlab.page import markdown
-    from rnnlab.report import bench_cells_page
+    from rnnlab.pages.bench import write_bench
 
     known = {c.label: c for c in bench_cells.CELLS}
     unknown = sorted(set(args.cells) - set(known))
@@ -577,14 +577,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
     results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
                                     args.workers, args.quick)
     results.update(machine=processor_name(), command=args.command_line)
-    Path(args.out, "results.json").write_text(json.dumps(results, indent=2, default=float))
-    page = markdown(bench_cells_page(results))
-    Path(args.out, "cells.md").write_text(page)
-    if target is not None:
-        publish_files(target.parent, {target.name: page.encode(),
-                                      target.with_suffix(".json").name: Path(args.out, "results.json").read_bytes()},
-                      "bench-cells")
-    print(page)
+    print(write_bench(results, args.out, target))
     return 0
 
 

@@ -1,0 +1,495 @@
+"""A study's published page (``docs/results/NAME.md``): the study's setting and tuned side by side, verdicts
+first, republished from the runs and the page as data kept beside it."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rnnlab.experiments.executors import read_calls
+from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
+from rnnlab.experiments.results import Run, StudyResults, Verdict
+from rnnlab.experiments.runner import TUNED_FIRST_SEED
+from rnnlab.experiments.statistics import (
+    ALPHA,
+    expected_max_band,
+    seeds_to_decide,
+)
+from rnnlab.files import inside, staged_publish
+from rnnlab.metrics import is_count
+from rnnlab.page import (
+    Block,
+    Figure,
+    Heading,
+    Items,
+    Page,
+    Paragraph,
+    Table,
+    replace_section,
+    section,
+)
+from rnnlab.pages.format import (
+    CLAIMS_CAPTION,
+    CLAIMS_FIGURE,
+    VERDICT_LEGEND,
+    can_decide,
+    claims_figure,
+    fmt_number,
+    power_sentence,
+    verdict_cell,
+)
+from rnnlab.pages.published import PAGE_JSON, read_page, write_page
+from rnnlab.pages.run import results_table, seeds_sentence, settings_lines
+
+SETTING, TUNED = "at the study's setting", "tuned"
+RUNS_CSV = {SETTING: "runs.csv", TUNED: "tuned-runs.csv"}     # each run's metrics, beside the page
+
+
+def _search_compute(search_dir: Path) -> tuple[float, int]:
+    """(seconds, trials) of the searches stored under ``NAME-tuned/search/*/trials.csv``."""
+    seconds, trials = 0.0, 0
+    for path in sorted(search_dir.glob("*/trials.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                trials += 1
+                seconds += float(row["seconds"] or 0.0)
+    return seconds, trials
+
+
+def _wall_time(calls: list[dict[str, Any]]) -> str:
+    training = [c for c in calls if c["trained_now"]]
+    runs = sum(c["trained_now"] for c in training)
+    return (f"{sum(c['seconds'] for c in training) / 60:.1f} min ({len(training)} call"
+            f"{'s' if len(training) != 1 else ''}, {runs} runs)")
+
+
+@dataclass
+class Variant:
+    """One column of a published page: the verdicts and runs at the study's setting, or tuned; with
+    the stored results and calls they came from when published from a run (republished: from runs.csv)."""
+
+    verdicts: list[Verdict]
+    seeds: int
+    runs: list[Run]
+    results: StudyResults | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    kept: KeptColumn | None = None
+
+
+@dataclass
+class KeptColumn:
+    """A variant's column of a published page whose runs are not stored here (e.g. PTB's 28 hours at
+    the study's setting, when only ``--tune`` is rerun): its sections as published, and the files
+    beside the page they point to (its runs.csv, its figures), kept while the rest is rewritten."""
+
+    compute: dict[str, str]          # the compute table's column, by row
+    results: list[Block]             # '## Results LABEL', without the heading
+    figures: list[Block]             # its '### … (LABEL)' figures
+    settings: list[Block]            # '## Settings LABEL'
+    notes: list[str]                 # the page's '## Notes' (shared by both variants when published)
+    files: dict[str, bytes]          # name → contents, under the page's folder
+
+    @classmethod
+    def read(cls, dest: Path, name: str, label: str) -> KeptColumn:
+        blocks = read_page(dest, name).blocks
+        top = blocks[:next((i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2), len(blocks))]
+        table = next(b for b in top if isinstance(b, Table) and b.header[0] == "")
+        column = table.header.index(label) if label in table.header else None
+        compute = {row[0]: row[column] if column is not None else "–" for row in table.rows}
+        figures, keep = [], False
+        for block in section(blocks, "Figures"):
+            if isinstance(block, Heading):
+                keep = block.text.endswith(f"({label})")
+            if keep:
+                figures.append(block)
+        notes = next((b.items for b in section(blocks, "Notes") if isinstance(b, Items)), [])
+        files = [RUNS_CSV[label], *(Path(b.path).name for b in figures if isinstance(b, Figure))]
+        if label == TUNED:
+            files.append(SEARCH_TRIALS)
+        return cls(compute, section(blocks, f"Results {label}"), figures, section(blocks, f"Settings {label}"), notes,
+                   {f: (dest / name / f).read_bytes() for f in files if (dest / name / f).is_file()})
+
+
+def _last_training_call(variant: Variant) -> dict[str, Any]:
+    """The last call that trained (a later call may only have re-read the stored runs), else the results'."""
+    trained = [c for c in variant.calls if c.get("trained_now")]
+    results = variant.results
+    return trained[-1] if trained else {"command": results.command, "date": results.date} if results else {}
+
+
+def _compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
+    rows = _fresh_compute_rows({k: v for k, v in variants.items() if v.kept is None}, search)
+    kept = [label for v in variants.values() if v.kept for label in v.kept.compute]
+    labels = list(dict.fromkeys([row[0] for row in rows] + kept))
+    fresh = {row[0]: dict(zip([k for k, v in variants.items() if v.kept is None], row[1:])) for row in rows}
+    return [[label, *[variant.kept.compute.get(label, "–") if variant.kept else fresh.get(label, {}).get(k, "–")
+                      for k, variant in variants.items()]] for label in labels]
+
+
+def _fresh_compute_rows(variants: dict[str, Variant], search: tuple[float, int] | None) -> list[list[str]]:
+    order = list(variants)
+    if not order:
+        return []
+    calls = {k: _last_training_call(variants[k]) for k in order}
+    results = {k: variants[k].results for k in order}
+    rows = [["command that trained", *[f"`{calls[k].get('command') or '–'}`" for k in order]],
+            ["measured", *[f"{calls[k].get('date', '–')}, rnnlab {results[k].version if results[k] else '?'}, "
+                           f"{results[k].cores if results[k] else '?'} cores" for k in order]],
+            ["seeds per configuration", *[str(variants[k].seeds) for k in order]],
+            ["runs", *[str(len(variants[k].runs)) for k in order]],
+            ["training time, summed over runs", *[f"{(results[k].compute_seconds if results[k] else 0.0) / 60:.1f} min"
+                                                  for k in order]],
+            ["wall time of the calls that trained", *[_wall_time(variants[k].calls) for k in order]]]
+    if search is not None:
+        rows.append(["search before training, summed over trials",
+                     *[f"{search[0] / 60:.1f} min ({search[1]} trials)" if k == TUNED else "–" for k in order]])
+    return rows
+
+
+def _side_by_side(variants: dict[str, Variant], kind: str) -> list[list[str]]:
+    """Rows of one kind of verdict (claims or published numbers), one column per variant."""
+    texts: list[str] = []
+    found: dict[tuple[str, str], Verdict] = {}
+    for name, variant in variants.items():
+        for v in variant.verdicts:
+            if v.kind == kind:
+                texts += [v.claim] if v.claim not in texts else []
+                found[(v.claim, name)] = v
+    rows = []
+    for text in texts:
+        cells = [verdict_cell(found[(text, n)]) if (text, n) in found else "–" for n in variants]
+        row = [text, *cells]
+        if kind == "published":
+            row.append(next((found[(text, n)].reason for n in variants if (text, n) in found
+                             and found[(text, n)].reason), ""))
+        rows.append(row)
+    return rows
+
+
+def _in_short(variants: dict[str, Variant]) -> list[str]:
+    """One line per claim or published number: its verdict in each variant (text-only numbers left out)."""
+    lines: dict[str, list[str]] = {}
+    for name, variant in variants.items():
+        for v in variant.verdicts:
+            if v.verdict != "shown only":
+                lines.setdefault(v.claim, []).append(f"{name}: **{v.verdict}** ({v.evidence})")
+    return [f"{claim} — {'; '.join(verdicts)}" for claim, verdicts in lines.items()]
+
+
+def undecidable_lines(variants: dict[str, Variant], name: str) -> list[str]:
+    """Per variant whose seeds cannot decide its claims on a continuous metric (the exact permutation test's
+    smallest p is not below Holm's first level), what it would take: said at the top of the page."""
+    lines = []
+    for label, variant in variants.items():
+        claims = [v for v in variant.verdicts if v.kind == "claim"]
+        continuous = [v for v in claims if v.threshold is None and not is_count(v.metric)]
+        deciding = ALPHA / max(len(claims), 1)
+        if continuous and not can_decide(variant.seeds, deciding):
+            needed = seeds_to_decide(deciding)
+            lines.append(f"{label}: with {variant.seeds} seeds a side none of its {len(continuous)} claims on a "
+                         f"continuous metric can be decided (the exact permutation p cannot fall below "
+                         f"{deciding:.3g}, Holm's first level); that takes at least {needed} seeds a side "
+                         f"(`rnnlab reproduce {name} --seeds {needed}{' --tune' if label == TUNED else ''}`)")
+    return lines
+
+
+def _in_short_block(variants: dict[str, Variant], name: str) -> list[Block]:
+    in_short = _in_short(variants)
+    undecidable = undecidable_lines(variants, name)
+    blocks: list[Block] = [Paragraph("**Not decidable with these seeds**"), Items(undecidable)] if undecidable else []
+    return blocks + ([Paragraph("**In short**"), Items(in_short)] if in_short else [])
+
+
+def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) -> list[Block]:
+    """The page's '## Verdicts' section: the legend, what the seeds can detect, the claims and published
+    numbers side by side, and each variant's strip of per-seed dots (written into ``figures_dir``)."""
+    claims, published = _side_by_side(variants, "claim"), _side_by_side(variants, "published")
+    if not claims and not published:
+        return []
+    parts: list[Block] = [Heading("Verdicts"), Paragraph(VERDICT_LEGEND)]
+    first = min((r.seed for r in variants[TUNED].runs), default=TUNED_FIRST_SEED) if TUNED in variants \
+        else TUNED_FIRST_SEED
+    if first < TUNED_FIRST_SEED:
+        parts.append(Paragraph(f"The tuned runs on this page predate the rule that tuned runs train on seeds the "
+                               f"search never trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as "
+                               "the search did, and its searched settings were selected on one seed or two, so "
+                               "'tuned' may flatter the configuration that won the search. `rnnlab reproduce NAME "
+                               "--tune --publish` replaces them."))
+    sentences = {label: power_sentence(variant.seeds, sum(v.kind == "claim" for v in variant.verdicts))
+                 for label, variant in variants.items()}
+    if len(set(sentences.values())) == 1:
+        parts.append(Paragraph(next(iter(sentences.values()))))
+    else:
+        parts.append(Items([f"{label}: {sentence}" for label, sentence in sentences.items()]))
+    if claims:
+        parts += [Heading("Claims, tested over seeds", 3), Table(["claim", *variants], claims)]
+        for label, variant in variants.items():
+            target = figures_dir / (("tuned-" if label == TUNED else "") + CLAIMS_FIGURE)
+            if claims_figure(variant.verdicts, target) is not None:
+                parts.append(Figure(f"{name}/{target.name}", f"the runs behind each claim, {label}",
+                                    f"{CLAIMS_CAPTION} ({label})", heading=False))
+    if published:
+        parts += [Heading("Published numbers against ours", 3),
+                  Table(["published", *variants, "measured reason"], published)]
+    return parts
+
+
+def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) -> list[Verdict]:
+    """The verdicts of a study from its stored per-run metrics (``NAME/runs.csv``): the claims and
+    published numbers whose configurations the runs hold (a tuned run holds only those it tunes),
+    with the measured reasons computed from the published results under ``root``."""
+    from rnnlab.experiments.verdicts import verdict_table
+
+    keys = {run.key for run in runs}
+    claims = [c for c in exp.claims if c.better in keys and c.worse in keys]
+    published = {k: v for k, v in exp.published.items() if k[0] in keys}
+    reasons = render_reasons({k: v for k, v in exp.reasons.items() if k in published}, Path(root), exp.published)
+    return verdict_table(claims, published, reasons, runs)
+
+
+def read_runs_csv(path: str | Path) -> list[Run]:
+    """A published runs.csv: one run per row (an empty cell is no measurement)."""
+    with open(path, newline="") as f:
+        return [Run.from_row(row) for row in csv.DictReader(f)]
+
+
+def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
+    """Recompute the verdicts of the published page ``dest/NAME.md`` from the runs published beside it
+    (``NAME/runs.csv``, ``NAME/tuned-runs.csv``) with today's statistics, and rewrite its 'In short' and
+    'Verdicts' sections (and the claims' strips of dots), and its 'Tuning budget' from the search trials
+    beside it (``NAME/search-trials.csv``); the rest of the page, measured then, stays. Written through
+    a staging copy, like every publish (``files.staged_publish``)."""
+    with staged_publish(dest, f"study {name}") as stage:
+        _republish_verdicts(name, stage)
+    return Path(dest) / f"{name}.md"
+
+
+def stored_variants(exp: Any, dest: Path) -> dict[str, Variant]:
+    """A published study's columns judged today from the runs published beside its page (``RUNS_CSV``)."""
+    variants: dict[str, Variant] = {}
+    for label, file in RUNS_CSV.items():
+        if (dest / exp.name / file).is_file():
+            runs = read_runs_csv(dest / exp.name / file)
+            variants[label] = Variant(stored_verdicts(exp, runs, dest), _seeds_of(runs), runs)
+    return variants
+
+
+def _republish_verdicts(name: str, dest: Path) -> Path:
+    from rnnlab.experiments.studies import EXPERIMENTS
+
+    exp = EXPERIMENTS[name]
+    variants = stored_variants(exp, dest)
+    if not variants:
+        raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
+    published = read_page(dest, name)
+    body = published.blocks[next(i for i, b in enumerate(published.blocks)
+                                 if isinstance(b, Paragraph) and b.text.startswith("Study: ")):]
+    if Heading("Verdicts") in body:
+        body = replace_section(body, "Verdicts", _verdicts_block(variants, name, dest / name))
+    if section(body, TUNING_BUDGET) and (dest / name / SEARCH_TRIALS).is_file():
+        body = replace_section(body, TUNING_BUDGET, expected_best_block(dest / name / SEARCH_TRIALS, exp, dest / name,
+                                                                        name))
+    findings = [render(finding, dest, exp.published) for finding in exp.findings]
+    if findings:
+        body = replace_section(body, FINDINGS, [Heading(FINDINGS), Items(findings)], before="Results")
+    page = Page(published.title, _in_short_block(variants, name) + body)
+    return write_page(page, dest / f"{name}.md", dest / name / PAGE_JSON)
+
+
+SEARCH_TRIALS = "search-trials.csv"     # every trial of the tuned page's searches, beside the page
+FINDINGS = "Findings"                   # the study's measured findings (findings.toml), from the published runs
+TUNING_BUDGET = "Tuning budget"
+
+
+def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
+    """The searches' trials (``NAME-tuned/search/KEY/trials.csv``) as one file with a ``configuration``
+    column; None when no search is stored."""
+    rows = []
+    for path in sorted(search_dir.glob("*/trials.csv")):
+        with open(path, newline="") as f:
+            rows += [{"configuration": path.parent.name, **row} for row in csv.DictReader(f)]
+    if not rows:
+        return None
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(target, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return target
+
+
+def expected_best(trials_csv: Path, metric: str, higher_is_better: bool) -> dict[str, np.ndarray]:
+    """Per tuned configuration, Dodge et al.'s expected best score of its search after n = 1…N trials,
+    a trial being one searched setting scored by its mean over seeds (failed seeds left out)."""
+    with open(trials_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    curves = {}
+    for key in dict.fromkeys(r["configuration"] for r in rows):
+        mine = [r for r in rows if r["configuration"] == key and r.get("status", "ok") == "ok" and r.get(metric)]
+        columns = list(mine[0]) if mine else []
+        searched = columns[columns.index("id") + 1:columns.index("seed")] if "seed" in columns else []
+        scores: dict[tuple, list[float]] = {}
+        for r in mine:
+            scores.setdefault(tuple(r[c] for c in searched), []).append(float(r[metric]))
+        if scores:
+            curves[key] = expected_max_band([float(np.mean(v)) for v in scores.values()],
+                                            higher_is_better=higher_is_better)
+    return curves
+
+
+def expected_best_block(trials_csv: Path, exp: Any, figures_dir: Path, name: str) -> list[Block]:
+    """The tuned page's 'Tuning budget' section: the expected best dev score of each configuration's
+    search against the number of trials, and whether the configurations' order depends on the budget."""
+    from rnnlab.analysis.plots import plot_learning_curves
+    from rnnlab.experiments.settings import read_toml
+
+    search = read_toml("", text=exp.search, where=f"the search of study {exp.name}")
+    metric, higher = search["metric"], search.get("mode", "min") == "max"
+    bands = expected_best(trials_csv, metric, higher)
+    if not bands:
+        return []
+    curves = {k: mean for k, (mean, _) in bands.items()}
+    path = plot_learning_curves({k: (np.arange(1, len(m) + 1), m, m - sd, m + sd) for k, (m, sd) in bands.items()},
+                                figures_dir / "tuned-expected-best.png", "trials of the search (n)",
+                                f"expected best {metric}", "Expected best score against the tuning budget (± 1 sd)")
+    lines = [f"{key}: {fmt_number(c[0])} after 1 trial → {fmt_number(c[-1])} after {len(c)}"
+             for key, c in curves.items()]
+    sign = -1 if higher else 1
+    # the pairs the study's claims compare (else every pair): does the better one depend on the budget?
+    claimed = {frozenset((c.better, c.worse)): (c.better, c.worse) for c in reversed(exp.claims)
+               if c.better in curves and c.worse in curves}       # a pair claimed both ways: counted once
+    pairs = list(reversed(claimed.values())) or [(a, b) for i, a in enumerate(curves) for b in list(curves)[i + 1:]]
+    findings = []
+    for a, b in pairs:
+        width = min(len(curves[a]), len(curves[b]))
+        ahead = [a if sign * (curves[a][n] - curves[b][n]) < 0 else b for n in range(width)]
+        changes = [n + 1 for n in range(1, width) if ahead[n] != ahead[n - 1]]
+        findings.append(f"{a} vs {b}: {ahead[-1]} ahead at every budget from 1 to {width} trials" if not changes else
+                        f"{a} vs {b}: the winner depends on the budget ({ahead[0]} ahead after 1 trial, "
+                        f"{ahead[-1]} after {width}; they cross at n = {', '.join(map(str, changes))})")
+    still = [k for k, c in curves.items() if len(c) > 1 and abs(c[-1] - c[-2]) > 0.01 * max(abs(c[0] - c[-1]), 1e-12)]
+    finding = "; ".join(findings) if findings else "one configuration tuned"
+    improving = (f"; still improving at the last trial (more than 1% of its gain): {', '.join(still)}" if still
+                 else "; every curve has flattened by its last trial")
+    return [Heading(TUNING_BUDGET),
+            Paragraph(f"Expected best {metric} of each configuration's search after n of its trials (Dodge et al. "
+                      f"2019, the best of n of the search's trials drawn without replacement, so that n = all of "
+                      f"them is the search's own best; the band is ± one standard deviation; a trial is one "
+                      f"searched setting, scored by its mean over the search's seeds; every trial: "
+                      f"[{SEARCH_TRIALS}]({name}/{SEARCH_TRIALS})). {'; '.join(lines)}. Finding: "
+                      f"{finding}{improving}."),
+            Figure(f"{name}/{path.name}", "expected best against the budget", heading=False)]
+
+
+def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/results") -> Path:
+    """``dest/NAME.md`` and its plots (``dest/NAME/*.png``) from the stored results of ``reproduce
+    NAME`` (at the study's setting) and ``reproduce NAME --tune`` (tuned), whichever exist, side by
+    side: the verdicts first, then what was measured, with the date, seeds, time and version. A
+    variant whose results are not stored here but is on the published page keeps its column as
+    published (its sections and files), so that rerunning one variant does not need the other.
+    Published through a staging copy (``files.staged_publish``): only files this study published
+    before are replaced or removed."""
+    with staged_publish(dest, f"study {name}") as stage:
+        _write_published(Path(out_root), name, stage)
+    return Path(dest) / f"{name}.md"
+
+
+def _published_variants(out_root: Path, name: str, dest: Path) -> tuple[dict[str, Variant], dict[str, Path]]:
+    """The page's columns: each variant stored under ``out_root`` (with its folder), else kept as published
+    in ``dest``; refused when nothing is stored."""
+    variants: dict[str, Variant] = {}
+    folders: dict[str, Path] = {}
+    for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
+        if (folder / "results.json").is_file():
+            results = StudyResults.load(folder / "results.json")
+            variants[label] = Variant(results.verdicts, results.seeds, results.runs, results, read_calls(folder))
+            folders[label] = folder
+        elif (dest / name / RUNS_CSV[label]).is_file() and (dest / f"{name}.md").is_file():
+            runs = read_runs_csv(dest / name / RUNS_CSV[label])
+            variants[label] = Variant([], _seeds_of(runs), runs, kept=KeptColumn.read(dest, name, label))
+    if not folders:
+        raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
+    return variants, folders
+
+
+def _figure_blocks(variants: dict[str, Variant], folders: dict[str, Path], figures_dir: Path, name: str) -> list[Block]:
+    """Each variant's figures, copied beside the page (a tuned plot identical to the setting's once), with
+    their headings; a kept column's as published."""
+    figures: list[Block] = []
+    for label, variant in variants.items():
+        if variant.kept:
+            figures += variant.kept.figures
+            continue
+        for f in variant.results.figures:
+            source = inside(folders[label], f["path"], f"{folders[label] / 'results.json'}: figure")
+            target = figures_dir / (("tuned-" if label == TUNED else "") + Path(f["path"]).name)
+            twin = figures_dir / target.name.removeprefix("tuned-")
+            if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():
+                continue    # the same plot either way (an analysis of untrained cells)
+            shutil.copyfile(source, target)
+            figures += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"],
+                                                                      f["caption"], heading=False)]
+    return [Heading("Figures"), *figures] if figures else []
+
+
+def _write_published(out_root: Path, name: str, dest: Path) -> Path:
+    variants, folders = _published_variants(out_root, name, dest)
+    stored = {label: variants[label].results for label in folders}
+    if any(results.quick for results in stored.values()):
+        raise ValueError(f"--publish: the stored results of {name} were made with --quick; publish full runs only")
+    first = next(iter(stored.values()))
+    figures_dir = dest / name
+    if figures_dir.exists():
+        shutil.rmtree(figures_dir)
+    figures_dir.mkdir(parents=True)
+    for variant in variants.values():
+        for file, content in (variant.kept.files if variant.kept else {}).items():
+            (figures_dir / file).write_bytes(content)
+    search = _search_compute(out_root / f"{name}-tuned" / "search") if TUNED in folders else None
+    blocks: list[Block] = [Paragraph(f"Study: {first.study}. {first.about}"),
+                           Table(["", *variants], _compute_rows(variants, search))]
+    per_run = []
+    for label in variants:   # what a reader needs to recompute every verdict below
+        target = figures_dir / RUNS_CSV[label]
+        if label in folders:
+            shutil.copyfile(folders[label] / "results.csv", target)
+        per_run.append(f"[{label}]({name}/{target.name})")
+    blocks.append(Paragraph(f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
+                            f"{' · '.join(per_run)}."))
+    blocks.append(Heading("Verdicts"))        # written by republish_verdicts below, from the runs.csv files
+    trials = (copy_search_trials(out_root / f"{name}-tuned" / "search", figures_dir / SEARCH_TRIALS)
+              if TUNED in folders else figures_dir / SEARCH_TRIALS if (figures_dir / SEARCH_TRIALS).is_file() else None)
+    if trials is not None:
+        from rnnlab.experiments.studies import EXPERIMENTS
+
+        blocks += expected_best_block(trials, EXPERIMENTS[name], figures_dir, name)
+    notes = {label: v.kept.notes if v.kept else v.results.notes for label, v in variants.items()}
+    common = [n for n in notes[next(iter(folders))] if all(n in own for own in notes.values())]
+    for label, variant in variants.items():
+        own = [n for n in notes[label] if n not in common]   # its analyses' findings, what the search chose
+        if variant.kept:
+            blocks += [Heading(f"Results {label}"), *variant.kept.results, *([Items(own)] if own else [])]
+        else:
+            blocks += [Heading(f"Results {label}"),
+                       Paragraph(seeds_sentence(variant.results).split(" Time of this call")[0]),
+                       Table(*results_table(variant.results)), *([Items(own)] if own else [])]
+    if common:
+        blocks += [Heading("Notes"), Items(common)]
+    blocks += _figure_blocks(variants, folders, figures_dir, name)
+    for label, variant in variants.items():
+        blocks += [Heading(f"Settings {label}"),
+                   *(variant.kept.settings if variant.kept else [Items(settings_lines(variant.results))])]
+    write_page(Page(first.title.removesuffix(" (tuned)"), blocks), dest / f"{name}.md", dest / name / PAGE_JSON)
+    # the verdicts as every republish computes them: from the runs.csv just written, with the measured
+    # reasons quoting the results (this page's notes included) as they now stand
+    return _republish_verdicts(name, dest)
+
+
+def _seeds_of(runs: list[Run]) -> int:
+    """The seeds per configuration of a runs.csv: the fewest any configuration has."""
+    return min(sum(r.key == key for r in runs) for key in {r.key for r in runs})
