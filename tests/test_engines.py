@@ -148,18 +148,32 @@ def test_kernel_exp_tanh_sigmoid_match_numpy(values, dtype):
     assert all(o.dtype == x.dtype for o in outs)
 
 
+# each kind's fused loops, the options that select them, and the passes they share (compiled inside them)
+FUSED_LOOPS = {
+    "rnn": ([{}], ("rnn_forward_loop", "rnn_backward_loop"), ()),
+    "gru": ([{"variant": "cudnn"}, {"variant": "cho"}],
+            ("gru_cudnn_forward_loop", "gru_cudnn_backward_loop", "gru_cho_forward_loop", "gru_cho_backward_loop"),
+            ("_gates_pass", "_candidate_and_update_pass", "_update_and_candidate_deltas", "_through_the_update")),
+    "lstm": ([{}], ("lstm_forward_loop", "lstm_backward_loop"), ()),
+}
+
+
 @pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
 def test_float32_kernels_never_widen_to_float64(kind, monkeypatch):
     """A float literal or an integer from math.floor in a kernel is float64 and turns a float32 loop
     into float64 (half the vector width): the compiled float32 loops hold no float→double conversion."""
     import importlib
     module = importlib.import_module(f"rnnlab.cells.{kind}")
-    names = (f"{kind}_forward_loop", f"{kind}_backward_loop")
-    for name in names:   # uncached twins: code loaded from the disk cache cannot be inspected
+    options, names, shared = FUSED_LOOPS[kind]
+    for name in (*shared, *names):   # uncached twins: code loaded from the disk cache cannot be inspected
         monkeypatch.setattr(module, name, njit(**KERNEL_OPTIONS)(getattr(module, name).py_func))
-    cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=np.float32, engine="numba")
-    hs, cache = cell.forward(np.ones((4, 2, 3), np.float32))
-    cell.backward(np.ones_like(hs), cache, back_steps=2)
+    for option in options:
+        cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=np.float32, engine="numba", **option)
+        hs, cache = cell.forward(np.ones((4, 2, 3), np.float32))
+        cell.backward(np.ones_like(hs), cache, back_steps=2)
+    for name in shared:
+        for ir in getattr(module, name).inspect_llvm().values():
+            assert "fpext float" not in ir, f"{name}: a float32 value widened to float64"
     for name in names:
         (ir,) = getattr(module, name).inspect_llvm().values()
         assert "x float>" in ir, f"{name}: the float32 loops were not vectorised"
