@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import pin_fixture_data
 from rnnlab.experiments.results import StudyResults
@@ -368,22 +370,22 @@ def test_a_run_cut_off_after_an_epoch_resumes_there_and_ends_as_an_uninterrupted
 
 def test_tuned_runs_train_on_seeds_the_search_never_trained(tmp_path, monkeypatch):
     """The runs that won the selection are not the ones reported (Bouthillier et al.: the search's own
-    seeds flatter the winner): tuned seeds start at TUNED_FIRST_SEED, and the analyses show that seed."""
+    seeds flatter the winner): tuned seeds start at FRESH_FIRST_SEED, and the analyses show that seed."""
     import csv as csv_module
 
     from rnnlab.cli import main
-    from rnnlab.experiments.runner import TUNED_FIRST_SEED
+    from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 
     monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
     assert main(["reproduce", "tiny", "--tune", "--seeds", "2", "--workers", "1", "--out", str(tmp_path)]) == 0
     tuned = StudyResults.load(tmp_path / "tiny-tuned" / "results.json")
-    assert sorted({r.seed for r in tuned.runs}) == [TUNED_FIRST_SEED, TUNED_FIRST_SEED + 1]
+    assert sorted({r.seed for r in tuned.runs}) == [FRESH_FIRST_SEED, FRESH_FIRST_SEED + 1]
     searched = set()
     for path in (tmp_path / "tiny-tuned" / "search").glob("*/trials.csv"):
         with open(path, newline="") as f:
             searched |= {int(row["seed"]) for row in csv_module.DictReader(f)}
     assert searched == {0, 1} and not searched & {r.seed for r in tuned.runs}
-    assert (tmp_path / "tiny-tuned" / "jobs" / f"gru-s{TUNED_FIRST_SEED}" / "result.json").is_file()
+    assert (tmp_path / "tiny-tuned" / "jobs" / f"gru-s{FRESH_FIRST_SEED}" / "result.json").is_file()
 
 
 def test_a_search_that_selects_on_one_seed_is_refused(tmp_path):
@@ -642,3 +644,26 @@ def test_the_command_lines_help_imports_no_study_analysis_or_plotting(argv):
     names = subprocess.run([sys.executable, "-c", probe, "reproduce", "--help"], capture_output=True, text=True,
                            check=True).stdout
     assert "polyphonic" in names        # reproduce's help still lists the studies
+
+
+def test_one_fresh_seed_rule_for_every_search():
+    """What a search selected is retrained on seeds no search trains, by one rule: a tuned study's runs and the
+    cell benchmark's final runs alike."""
+    from rnnlab.experiments import bench_cells
+    from rnnlab.experiments.defaults import FRESH_FIRST_SEED, fresh_seeds
+
+    assert bench_cells.FINAL_SEEDS == fresh_seeds(10) == tuple(range(FRESH_FIRST_SEED, FRESH_FIRST_SEED + 10))
+    assert max(bench_cells.SEARCH_SEEDS) < FRESH_FIRST_SEED
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 6), st.integers(0, 50), st.integers(1, 10**6))
+def test_the_budget_matcher_finds_the_closest_size_ties_to_the_smaller(a, b, c, target):
+    """``closest_size`` (doubling, then bisection) against a scan of every size, for increasing counts a·h² + b·h + c
+    such as a cell's."""
+    from rnnlab.budget import closest_size
+
+    def count(h):
+        return a * h * h + b * h + c
+    scan = min(range(1, 2 * int((target / a) ** 0.5) + 3), key=lambda h: (abs(count(h) - target), h))
+    assert closest_size(count, target) == scan

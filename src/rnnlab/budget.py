@@ -3,6 +3,7 @@ cells at equal budgets: e.g. vanilla-18 vs GRU-10 on embedded Reber, ~20K parame
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,11 +65,18 @@ def hidden_for_budget(cell: str, budget: int, input_size: int, output_size: int 
     Ties go to the smaller network. kwargs: num_layers, bias, recurrent_bias and the cell's options.
     """
     budget = check_positive_int(budget, "budget")
+    return closest_size(lambda h: count_params(cell, input_size=input_size, hidden_size=h, output_size=output_size,
+                                               **kwargs), budget)
 
-    def count(h: int) -> int:
-        return count_params(cell, input_size=input_size, hidden_size=h, output_size=output_size, **kwargs)
 
-    h = 1
-    while count(h + 1) <= budget:  # counts grow strictly with h
-        h += 1
-    return h if abs(count(h) - budget) <= abs(count(h + 1) - budget) else h + 1
+def closest_size(count: Callable[[int], int], target: int) -> int:
+    """The size h ≥ 1 whose ``count(h)`` is closest to ``target``, ties to the smaller, for a count that grows with
+    h: the one budget matcher (of a cell's declared shapes, or of a built model's parameters). Doubling, then
+    bisection: O(log h) counts."""
+    low, high = 1, 2
+    while count(high) <= target:
+        low, high = high, 2 * high
+    while high - low > 1:              # count(low) ≤ target < count(high), or low = 1
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) <= target else (low, mid)
+    return low if abs(count(low) - target) <= abs(count(high) - target) else high

@@ -35,6 +35,7 @@ import numpy as np
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
+from rnnlab.experiments.defaults import fresh_seeds
 from rnnlab.experiments.executors import Job, JobStore
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.settings import check_cell_unchanged, complete_settings, default_settings, final_metrics
@@ -103,7 +104,7 @@ CELLS = (
 )
 LEARNING_RATES = (3e-3, 1e-2, 3e-2)
 SEARCH_SEEDS = (0, 1)
-FINAL_SEEDS = tuple(range(100, 110))
+FINAL_SEEDS = fresh_seeds(10)
 BASELINES = ("rnn", "gru", "lstm")
 # (a, b, the relation claimed, who claims it): judged on every task
 CLAIMS = (

@@ -11,6 +11,16 @@ from typing import Any
 
 from rnnlab.data.tasks import POLYPHONIC_FILES
 
+# A search trains seeds 0, 1, …; what it selected is then trained on seeds it never saw, from FRESH_FIRST_SEED, so
+# that the selection's luck on its own seeds does not flatter the winner (studies' --tune and the cell benchmark).
+FRESH_FIRST_SEED = 1000
+
+
+def fresh_seeds(count: int) -> tuple[int, ...]:
+    """The seeds a search's winner is retrained on: ``count`` of them, none a search trains."""
+    return tuple(range(FRESH_FIRST_SEED, FRESH_FIRST_SEED + count))
+
+
 STUDY_DEFAULTS: dict[str, dict[str, Any]] = {
     # S5: a 2-layer tanh RNN of 64 units with PyTorch's two biases (13,314 parameters), 50 epochs,
     # the rate halved at epoch 20

@@ -41,8 +41,6 @@ from rnnlab.files import SET_ASIDE, hold, read_json, set_aside
 from rnnlab.train import CHECKPOINT, load_checkpoint
 from rnnlab.version import __version__
 
-TUNED_FIRST_SEED = 1000     # tuned runs' seeds: far from any search's (a search trains seeds 0, 1, …)
-
 
 @dataclass
 class RunSpec:
@@ -118,7 +116,7 @@ class Experiment:
     those, with the claims and published numbers that concern only them). ``sequential``: a
     group-sequential plan that chooses the seeds of the claims' configurations as results come in
     (``statistics.SequentialPlan``), used unless a fixed number of seeds is asked for. ``first_seed``:
-    seeds are first_seed, first_seed + 1, …; a tuned study starts at ``TUNED_FIRST_SEED``, so that
+    seeds are first_seed, first_seed + 1, …; a tuned study starts at ``FRESH_FIRST_SEED``, so that
     its runs are never the search's own (the seeds that won the selection would flatter the winner)."""
 
     name: str

@@ -48,9 +48,10 @@ from typing import Any
 import numpy as np
 
 from rnnlab.data.tasks import TASKS
+from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import Job, JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.runner import TUNED_FIRST_SEED, Experiment, RunSpec
+from rnnlab.experiments.runner import Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
@@ -627,7 +628,7 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
                     progress: bool = True) -> Experiment:
     """Run the study's search for each configuration it tunes and return the study with each of
     them set to its best configuration (by the mean over the search's seeds, at least
-    ``MIN_SELECTION_SEEDS``), as ``NAME-tuned``, whose runs start at ``TUNED_FIRST_SEED``: seeds the
+    ``MIN_SELECTION_SEEDS``), as ``NAME-tuned``, whose runs start at ``FRESH_FIRST_SEED``: seeds the
     search never trained, so the runs that won the selection are not the ones reported."""
     if not exp.search:
         raise ValueError(f"--tune: the study {exp.name} declares no search")
@@ -662,10 +663,10 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
                 if s.key in tuned]
 
     note = (f"Tuned: {searched} of each configuration chosen by the study's search ({exp.name}-tuned/search/"
-            f"KEY/report.html beside the results), then trained over seeds {TUNED_FIRST_SEED}, {TUNED_FIRST_SEED + 1}, "
+            f"KEY/report.html beside the results), then trained over seeds {FRESH_FIRST_SEED}, {FRESH_FIRST_SEED + 1}, "
             f"…, none of which the search trained; " + "; ".join(lines) + ".")
     return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
                                claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
                                published={k: v for k, v in exp.published.items() if k[0] in tuned},
                                reasons={k: v for k, v in exp.reasons.items() if k[0] in tuned},
-                               notes=[*exp.notes, note], first_seed=TUNED_FIRST_SEED)
+                               notes=[*exp.notes, note], first_seed=FRESH_FIRST_SEED)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rnnlab.budget import closest_size
 from rnnlab.cells.registry import cell_class, cell_options, is_cell_file
 from rnnlab.data.tasks import get_task
 from rnnlab.experiments.runner import Experiment, RunSpec
@@ -36,16 +37,8 @@ def matched_hidden(reference: RunSpec, cell: str) -> int:
     settings = reference.full_settings(0)
     task = get_task(reference.task, seed=0, **reference.task_options)
     target = build(settings, task)[1].num_params()
-
-    def count(hidden: int) -> int:
-        return build({**settings, "cell": cell, "hidden": hidden, "engine": "numpy"}, task)[1].num_params()
-    low, high = 1, max(2, 2 * settings["hidden"])
-    while count(high) < target:
-        high *= 2
-    while high - low > 1:                      # counts grow with hidden
-        mid = (low + high) // 2
-        low, high = (mid, high) if count(mid) <= target else (low, mid)
-    return low if abs(count(low) - target) <= abs(count(high) - target) else high
+    return closest_size(lambda hidden: build({**settings, "cell": cell, "hidden": hidden, "engine": "numpy"},
+                                             task)[1].num_params(), target)
 
 
 def _same_but_cell(a: RunSpec, b: RunSpec) -> bool:

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
-from rnnlab.experiments.runner import TUNED_FIRST_SEED
 from rnnlab.experiments.statistics import (
     ALPHA,
     expected_max_band,
@@ -212,11 +212,11 @@ def _verdicts_block(variants: dict[str, Variant], name: str, figures_dir: Path) 
     if not claims and not published:
         return []
     parts: list[Block] = [Heading("Verdicts"), Paragraph(VERDICT_LEGEND)]
-    first = min((r.seed for r in variants[TUNED].runs), default=TUNED_FIRST_SEED) if TUNED in variants \
-        else TUNED_FIRST_SEED
-    if first < TUNED_FIRST_SEED:
+    first = min((r.seed for r in variants[TUNED].runs), default=FRESH_FIRST_SEED) if TUNED in variants \
+        else FRESH_FIRST_SEED
+    if first < FRESH_FIRST_SEED:
         parts.append(Paragraph(f"The tuned runs on this page predate the rule that tuned runs train on seeds the "
-                               f"search never trained (from {TUNED_FIRST_SEED}): they used seeds from {first:.0f}, as "
+                               f"search never trained (from {FRESH_FIRST_SEED}): they used seeds from {first:.0f}, as "
                                "the search did, and its searched settings were selected on one seed or two, so "
                                "'tuned' may flatter the configuration that won the search. `rnnlab reproduce NAME "
                                "--tune --publish` replaces them."))
