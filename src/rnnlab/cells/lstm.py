@@ -9,9 +9,17 @@ Backward, with (dh, dc) the errors arriving at (h', c'):
     dc_total = dc + dh ⊙ o ⊙ (1 − tanh²(c'))
     di = dc_total ⊙ g;  df = dc_total ⊙ c;  dg = dc_total ⊙ i;  do = dh ⊙ tanh(c')
     dc_prev = dc_total ⊙ f;  dh_prev = [di·σ', df·σ', dg·(1 − g²), do·σ'] W_hᵀ
+
+The LSTM's own step and adjoint (and their fused Numba loops) sit first; Greff et al.'s variants follow as the
+LSTM with parts swapped (a gate for the constant 1 or 1 − i, an activation for the identity), each part a pure
+pair, chosen once by ``LSTM.equations``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property, partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,79 +63,142 @@ def lstm_step_backward(p, dstate, cache, prev, xp=np):
     return (da @ matrix_transpose(p["W_h"]), dc_total * f), da, da
 
 
-# Greff et al. 2017's variants: which gate blocks each keeps (in the fused order i, f, g, o)
-ABLATIONS = {"none": "ifgo", "nig": "fgo", "nfg": "igo", "nog": "ifg", "niaf": "ifgo", "noaf": "ifgo", "cifg": "igo"}
-
-
 def _block(a, blocks: str, gate: str, H: int):
     k = blocks.index(gate)
     return a[..., k * H:(k + 1) * H]
 
 
-def lstm_ablated_step(p, xw, state, ablate: str, peepholes: bool, xp=np):
-    """The LSTM with one part removed (Greff et al.): ``nig`` i ≡ 1, ``nfg`` f ≡ 1, ``nog`` o ≡ 1,
-    ``niaf`` g = its pre-activation (no tanh), ``noaf`` h' = o ⊙ c' (no tanh), ``cifg`` f = 1 − i;
-    with ``peepholes`` the sigmoid gates also read the cell: i and f read c, o reads c'."""
+# Each variant is the LSTM with its parts swapped: a gate is a sigmoid of its block (reading the cell through a
+# peephole where it has one), the constant 1, or (the forget gate of CIFG) 1 − i; an activation is tanh or the
+# identity. Each part is a pure pair, its forward beside its adjoint, and a variant is chosen once (LSTM.equations).
+
+def _sigmoid_gate(gate, a, blocks, H, reads, peep, cache, i, xp):
+    """σ(a_gate + peep_gate ⊙ reads), kept in the cache for the adjoint."""
+    cache[gate] = sigmoid(_block(a, blocks, gate, H) + (peep[gate] * reads if gate in peep else 0.0), xp)
+    return cache[gate]
+
+
+def _sigmoid_gate_adjoint(d_out, value):
+    """The gate's pre-activation gradient from the gradient at its output."""
+    return d_out * value * (1.0 - value)
+
+
+def _unit_gate(gate, a, blocks, H, reads, peep, cache, i, xp):
+    return 1.0
+
+
+def _coupled_forget(gate, a, blocks, H, reads, peep, cache, i, xp):
+    """CIFG: f = 1 − i."""
+    return 1.0 - i
+
+
+def _tanh_activation(x, xp):
+    return xp.tanh(x)
+
+
+def _tanh_slope(y):
+    return 1.0 - y * y
+
+
+def _identity_activation(x, xp):
+    return x
+
+
+def _identity_slope(y):
+    return 1.0
+
+
+class LSTMParts(NamedTuple):
+    """One LSTM variant: its gate blocks (in the fused order), each gate's form, and each activation with its slope
+    (written in terms of the activation's output)."""
+
+    blocks: str
+    input_gate: Callable
+    forget_gate: Callable
+    output_gate: Callable
+    input_activation: tuple[Callable, Callable]
+    output_activation: tuple[Callable, Callable]
+
+
+TANH, IDENTITY = (_tanh_activation, _tanh_slope), (_identity_activation, _identity_slope)
+# Greff et al. 2017's variants (and the LSTM itself, "none"), each as its parts
+LSTM_VARIANTS = {
+    "none": LSTMParts("ifgo", _sigmoid_gate, _sigmoid_gate, _sigmoid_gate, TANH, TANH),
+    "nig": LSTMParts("fgo", _unit_gate, _sigmoid_gate, _sigmoid_gate, TANH, TANH),
+    "nfg": LSTMParts("igo", _sigmoid_gate, _unit_gate, _sigmoid_gate, TANH, TANH),
+    "nog": LSTMParts("ifg", _sigmoid_gate, _sigmoid_gate, _unit_gate, TANH, TANH),
+    "niaf": LSTMParts("ifgo", _sigmoid_gate, _sigmoid_gate, _sigmoid_gate, IDENTITY, TANH),
+    "noaf": LSTMParts("ifgo", _sigmoid_gate, _sigmoid_gate, _sigmoid_gate, TANH, IDENTITY),
+    "cifg": LSTMParts("igo", _sigmoid_gate, _coupled_forget, _sigmoid_gate, TANH, TANH),
+}
+ABLATIONS = {name: parts.blocks for name, parts in LSTM_VARIANTS.items()}
+
+
+def _peepholes(p, parts: LSTMParts, H: int) -> dict:
+    """Each sigmoid gate's peephole weights (i and f read c, o reads c'); none without ``peep``."""
+    if "peep" not in p:
+        return {}
+    gates = _peephole_gates(parts)
+    return {gate: _block(p["peep"], gates, gate, H) for gate in gates}
+
+
+def lstm_variant_step(p, xw, state, xp=np, *, parts: LSTMParts):
+    """The LSTM with ``parts``: i, f, o each a sigmoid gate (with its peephole), 1, or 1 − i (CIFG's f);
+    g = act_in(a_g);  c' = f ⊙ c + i ⊙ g;  h' = o ⊙ act_out(c')."""
     h, c = state
     H = h.shape[-1]
-    blocks = ABLATIONS[ablate]
     a = recurrent_preactivation(p, xw, h)
-    peep = {gate: _block(p["peep"], peephole_gates(ablate), gate, H) for gate in peephole_gates(ablate)} \
-        if peepholes else {}
-    cache = {"c": c}
-    i = f = o = 1.0
-    if "i" in blocks:
-        i = cache["i"] = sigmoid(_block(a, blocks, "i", H) + (peep["i"] * c if "i" in peep else 0.0), xp)
-    if ablate == "cifg":
-        f = 1.0 - i
-    elif "f" in blocks:
-        f = cache["f"] = sigmoid(_block(a, blocks, "f", H) + (peep["f"] * c if "f" in peep else 0.0), xp)
-    g = cache["g"] = _block(a, blocks, "g", H) if ablate == "niaf" else xp.tanh(_block(a, blocks, "g", H))
+    peep, cache = _peepholes(p, parts, H), {"c": c}
+    i = parts.input_gate("i", a, parts.blocks, H, c, peep, cache, None, xp)
+    f = parts.forget_gate("f", a, parts.blocks, H, c, peep, cache, i, xp)
+    g = cache["g"] = parts.input_activation[0](_block(a, parts.blocks, "g", H), xp)
     c_new = cache["c_new"] = f * c + i * g
-    if "o" in blocks:
-        o = cache["o"] = sigmoid(_block(a, blocks, "o", H) + (peep["o"] * c_new if "o" in peep else 0.0), xp)
-    tc = cache["tc"] = c_new if ablate == "noaf" else xp.tanh(c_new)
+    o = parts.output_gate("o", a, parts.blocks, H, c_new, peep, cache, i, xp)
+    tc = cache["tc"] = parts.output_activation[0](c_new, xp)
     return (o * tc, c_new), cache
 
 
-def lstm_ablated_step_backward(p, dstate, cache, prev, ablate: str, peepholes: bool, xp=np):
-    """Adjoint of ``lstm_ablated_step``: the LSTM's, without the removed terms, plus the
-    peepholes' paths into dc (through i, f and, from o, through c')."""
+def lstm_variant_step_backward(p, dstate, cache, prev, xp=np, *, parts: LSTMParts):
+    """Adjoint of ``lstm_variant_step``: the LSTM's, with each part's own derivative, plus the peepholes' paths
+    into dc (through i, f and, from o, through c'); CIFG's coupling moves df into di."""
     dh, dc = dstate
     _, c = prev
-    blocks = ABLATIONS[ablate]
     H = c.shape[-1]
     i, f, o = (cache.get(gate, 1.0) for gate in "ifo")
-    if ablate == "cifg":
+    if parts.forget_gate is _coupled_forget:
         f = 1.0 - i
     g, tc = cache["g"], cache["tc"]
-    peep = {gate: _block(p["peep"], peephole_gates(ablate), gate, H) for gate in peephole_gates(ablate)} \
-        if peepholes else {}
-    dc_total = dc + dh * o * (1.0 if ablate == "noaf" else 1.0 - tc * tc)
+    peep = _peepholes(p, parts, H)
+    dc_total = dc + dh * o * parts.output_activation[1](tc)
     da = {}
-    if "o" in blocks:
-        da["o"] = dh * tc * o * (1.0 - o)
+    if parts.output_gate is _sigmoid_gate:
+        da["o"] = _sigmoid_gate_adjoint(dh * tc, o)
         if "o" in peep:
             dc_total = dc_total + da["o"] * peep["o"]
-    da["g"] = dc_total * i * (1.0 if ablate == "niaf" else 1.0 - g * g)
+    da["g"] = dc_total * i * parts.input_activation[1](g)
     di, df = dc_total * g, dc_total * c
-    if ablate == "cifg":
+    if parts.forget_gate is _coupled_forget:
         di = di - df
-    if "i" in blocks:
-        da["i"] = di * i * (1.0 - i)
-    if "f" in blocks:
-        da["f"] = df * f * (1.0 - f)
+    if parts.input_gate is _sigmoid_gate:
+        da["i"] = _sigmoid_gate_adjoint(di, i)
+    if parts.forget_gate is _sigmoid_gate:
+        da["f"] = _sigmoid_gate_adjoint(df, f)
     dc_prev = dc_total * f
     for gate in ("i", "f"):
         if gate in peep:
             dc_prev = dc_prev + da[gate] * peep[gate]
-    da = xp.concatenate([da[gate] for gate in blocks], axis=-1)
+    da = xp.concatenate([da[gate] for gate in parts.blocks], axis=-1)
     return (da @ matrix_transpose(p["W_h"]), dc_prev), da, da
+
+
+def _peephole_gates(parts: LSTMParts) -> str:
+    return "".join(gate for gate, form in zip("ifo", (parts.input_gate, parts.forget_gate, parts.output_gate))
+                   if form is _sigmoid_gate)
 
 
 def peephole_gates(ablate: str) -> str:
     """The sigmoid gates that exist (and so have a peephole) under ``ablate``."""
-    return "".join(gate for gate in "ifo" if gate in ABLATIONS[ablate] and not (ablate == "cifg" and gate == "f"))
+    return _peephole_gates(LSTM_VARIANTS[ablate])
 
 
 @register_cell("lstm")
@@ -139,7 +210,7 @@ class LSTM(Cell):
     starts at ``forget_bias`` (None keeps what the initialiser drew).
 
     ``ablate`` removes one part (Greff et al. 2017: ``nig``, ``nfg``, ``nog``, ``niaf``, ``noaf``,
-    ``cifg``; see ``lstm_ablated_step``); a removed gate's blocks leave W_x, W_h and the biases.
+    ``cifg``; see ``lstm_variant_step``); a removed gate's blocks leave W_x, W_h and the biases.
     ``peepholes`` adds ``peep`` (one hidden-sized block per sigmoid gate): Greff et al.'s "vanilla"
     LSTM is ``peepholes=True``. Only the plain LSTM has fused Numba kernels.
     """
@@ -173,15 +244,20 @@ class LSTM(Cell):
     def has_kernels(self) -> bool:
         return self.ablate == "none" and not self.peepholes
 
+    @cached_property
+    def equations(self) -> tuple[Callable, Callable]:
+        """(step, its adjoint) of this cell's variant, chosen once from its options: the LSTM's own pair (which the
+        fused kernels compute), or a variant's parts composed."""
+        if self.ablate == "none" and not self.peepholes:
+            return lstm_step, lstm_step_backward
+        parts = LSTM_VARIANTS[self.ablate]
+        return partial(lstm_variant_step, parts=parts), partial(lstm_variant_step_backward, parts=parts)
+
     def step(self, p, xw, state, xp=np):
-        if not self.has_kernels():
-            return lstm_ablated_step(p, xw, state, self.ablate, self.peepholes, xp)
-        return lstm_step(p, xw, state, xp)
+        return self.equations[0](p, xw, state, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
-        if not self.has_kernels():
-            return lstm_ablated_step_backward(p, dstate, cache, prev, self.ablate, self.peepholes, xp)
-        return lstm_step_backward(p, dstate, cache, prev, xp)
+        return self.equations[1](p, dstate, cache, prev, xp)
 
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         grads = super().recurrent_grads(p, prev_h, steps, dhw, xp)
