@@ -158,3 +158,23 @@ def test_every_study_default_is_the_study_default_of_its_task():
         settings = default_settings(task)
         for name, value in defaults.items():
             assert settings[name] == value, (task, name)
+
+
+def test_each_study_is_one_file_naming_its_command_with_one_quick_block():
+    """A study is a short declarative file under experiments/studies/: its docstring gives the command that runs it,
+    and its configurations shrink for --quick in exactly one ``if quick:`` block (no quick conditions scattered)."""
+    import ast
+    from pathlib import Path
+
+    import rnnlab.experiments.studies as studies
+
+    folder = Path(studies.__file__).parent
+    files = {p.stem: p for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    assert {name.replace("_", "-") for name in files} >= set(EXPERIMENTS) - {"embedded-reber"}  # beside reber
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        assert "`rnnlab reproduce " in ast.get_docstring(tree) or "`rnnlab compare`" in ast.get_docstring(tree), name
+        quick_ifs = [n for n in ast.walk(tree) if isinstance(n, ast.If) and isinstance(n.test, ast.Name)
+                     and n.test.id == "quick"]
+        quick_elses = [n for n in ast.walk(tree) if isinstance(n, ast.IfExp) and "quick" in ast.unparse(n.test)]
+        assert len(quick_ifs) == 1 and not quick_elses, f"{name}: {len(quick_ifs)} `if quick:` blocks"
