@@ -265,9 +265,9 @@ def test_what_goes_into_a_markdown_table_cell_has_no_pipe():
     """Metric labels, claims and reasons become cells of the published tables: a '|' would split the row."""
     from rnnlab.experiments.findings import render, render_reasons
     from rnnlab.experiments.studies import COMPARE
-    from rnnlab.pages.format import METRIC_NAMES
+    from rnnlab.metrics import LABELS
 
-    texts = list(METRIC_NAMES.values())
+    texts = list(LABELS.values())
     for exp in (*EXPERIMENTS.values(), COMPARE):
         texts += [c.text for c in exp.claims] + list(render_reasons(exp.reasons, PUBLISHED, exp.published).values())
         texts += [render(f, PUBLISHED, exp.published) for f in exp.findings]

@@ -9,6 +9,7 @@ metric's default below applies, and the page says which tolerance it used and wh
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 COUNT, RATE, LOSS, PERPLEXITY = "count", "rate", "loss", "perplexity"
@@ -67,3 +68,28 @@ def metric(name: str) -> Metric:
 
 def is_count(name: str) -> bool:
     return metric(name).is_count
+
+
+# the column headers and axis labels of each metric on the pages
+LABELS = {
+    "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
+    "test_loss": "test loss", "train_loss": "train loss", "dev_loss": "dev loss",
+    "test_perplexity": "test perplexity", "dev_perplexity": "dev perplexity",
+    "train_solved": "train solved", "test_solved": "test solved", "test_final_step_accuracy": "test final T/P right",
+    "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
+    "test_all_solved": "trials solving all test strings",
+    "gradient_median": "median abs. gradient per string",
+    "step10_gradient_share": "10th step back / full gradient",
+    "first_step_gradient_log10": "log10 gradient, first / last step",
+    "best_epoch": "best-dev epoch",
+}
+
+
+def metric_label(metric: str) -> str:
+    """A metric's column header: its name, or a history metric's as "NAME, epoch N"."""
+    if metric in LABELS:
+        return LABELS[metric]
+    history = re.fullmatch(r"(\w+)_epoch(\d+)", metric)
+    if history:
+        return f"{metric_label(history.group(1))}, epoch {history.group(2)}"
+    return metric.replace("_", " ")

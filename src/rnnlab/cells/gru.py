@@ -402,8 +402,10 @@ class GRU(Cell):
 # forms share are kernels of their own.
 
 @kernel
-def _gates_pass(xw_t, hw, b_h, rz_t):
-    """rz_t = σ(xw_t[:, :2H] + hw[:, :2H] + b_h[:2H]), the sigmoid over the whole (B, 2H) block."""
+def _gates_pass(h, W, xw_t, b_h, hw, rz_t):
+    """hw = h W (W: W_h whole, or its gates' blocks); rz_t = σ(xw_t[:, :2H] + hw[:, :2H] + b_h[:2H]), the sigmoid
+    over the whole (B, 2H) block."""
+    kernel_matmul(h, W, hw)
     B, H2 = rz_t.shape
     for i in range(B):
         for j in range(H2):
@@ -435,8 +437,7 @@ def gru_cudnn_forward_loop(xw, W_h, b_h, b_hn, h0, mask, hs, rz_steps, n_steps, 
     hw = np.empty((B, 3 * H), hs.dtype)
     n_pre = np.empty((B, H), hs.dtype)
     for t in range(T):
-        kernel_matmul(h, W_h, hw)
-        _gates_pass(xw[t], hw, b_h, rz_steps[t])
+        _gates_pass(h, W_h, xw[t], b_h, hw, rz_steps[t])
         for i in range(B):
             for j in range(H):
                 hw_n_steps[t, i, j] = hw[i, 2 * H + j] + b_h[2 * H + j] + b_hn[j]
@@ -455,8 +456,7 @@ def gru_cho_forward_loop(xw, W_hrz, W_hn, b_h, h0, mask, hs, rz_steps, n_steps, 
     hw = np.empty((B, 2 * H), hs.dtype)
     n_pre = np.empty((B, H), hs.dtype)
     for t in range(T):
-        kernel_matmul(h, W_hrz, hw)
-        _gates_pass(xw[t], hw, b_h, rz_steps[t])
+        _gates_pass(h, W_hrz, xw[t], b_h, hw, rz_steps[t])
         for i in range(B):
             for j in range(H):
                 rh_steps[t, i, j] = rz_steps[t, i, j] * h[i, j]

@@ -4,7 +4,6 @@ beside them, shared by the run, study, sweep and benchmark pages."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 from rnnlab.experiments.results import StudyResults, Verdict
@@ -15,29 +14,6 @@ from rnnlab.experiments.statistics import (
     smallest_permutation_p,
 )
 from rnnlab.metrics import is_count
-
-METRIC_NAMES = {
-    "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",
-    "test_loss": "test loss", "train_loss": "train loss", "dev_loss": "dev loss",
-    "test_perplexity": "test perplexity", "dev_perplexity": "dev perplexity",
-    "train_solved": "train solved", "test_solved": "test solved", "test_final_step_accuracy": "test final T/P right",
-    "test_step_accuracy": "test steps right", "seconds_per_epoch": "s / epoch",
-    "test_all_solved": "trials solving all test strings",
-    "gradient_median": "median abs. gradient per string",
-    "step10_gradient_share": "10th step back / full gradient",
-    "first_step_gradient_log10": "log10 gradient, first / last step",
-    "best_epoch": "best-dev epoch",
-}
-
-
-def metric_label(metric: str) -> str:
-    """A metric's column header: its name, or a history metric's as "NAME, epoch N"."""
-    if metric in METRIC_NAMES:
-        return METRIC_NAMES[metric]
-    history = re.fullmatch(r"(\w+)_epoch(\d+)", metric)
-    if history:
-        return f"{metric_label(history.group(1))}, epoch {history.group(2)}"
-    return metric.replace("_", " ")
 
 
 def fmt_number(value: float | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rnnlab.experiments.results import StudyResults
+from rnnlab.metrics import metric_label
 from rnnlab.page import (
     ON_PAGES,
     Block,
@@ -25,7 +26,6 @@ from rnnlab.pages.format import (
     VERDICT_LEGEND,
     claims_figure,
     metric_cell,
-    metric_label,
     power_sentence,
     verdict_tables,
 )
