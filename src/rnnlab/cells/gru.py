@@ -433,9 +433,7 @@ def gru_cudnn_forward_loop(xw, W_h, b_h, b_hn, h0, mask, hs, rz_steps, n_steps, 
     """gru_cudnn_step over T steps: r, z = σ(xw_rz + h W_hrz + b_hrz);  hw_n = h W_hn + b_hn;
     n = tanh(xw_n + r ⊙ hw_n);  h' = n + z ⊙ (h − n). One product h W_h a step."""
     T, B, H = hs.shape
-    h = h0.copy()
-    hw = np.empty((B, 3 * H), hs.dtype)
-    n_pre = np.empty((B, H), hs.dtype)
+    h, hw, n_pre = h0.copy(), np.empty((B, 3 * H), hs.dtype), np.empty((B, H), hs.dtype)
     for t in range(T):
         _gates_pass(h, W_h, xw[t], b_h, hw, rz_steps[t])
         for i in range(B):
@@ -452,9 +450,7 @@ def gru_cho_forward_loop(xw, W_hrz, W_hn, b_h, h0, mask, hs, rz_steps, n_steps, 
     """gru_cho_step over T steps: r, z = σ(xw_rz + h W_hrz + b_hrz);  n = tanh(xw_n + (r ⊙ h) W_hn + b_hn);
     h' = n + z ⊙ (h − n). W_hrz and W_hn come in as contiguous blocks of W_h."""
     T, B, H = hs.shape
-    h = h0.copy()
-    hw = np.empty((B, 2 * H), hs.dtype)
-    n_pre = np.empty((B, H), hs.dtype)
+    h, hw, n_pre = h0.copy(), np.empty((B, 2 * H), hs.dtype), np.empty((B, H), hs.dtype)
     for t in range(T):
         _gates_pass(h, W_hrz, xw[t], b_h, hw, rz_steps[t])
         for i in range(B):

@@ -8,13 +8,7 @@ from typing import Any
 
 from rnnlab.experiments.bench_cells import DECIDING_TEST, EQUIVALENCE_TEST
 from rnnlab.files import publish_files
-from rnnlab.page import (
-    Heading,
-    Page,
-    Paragraph,
-    Table,
-    markdown,
-)
+from rnnlab.page import Heading, Page, Paragraph, Table, markdown
 from rnnlab.pages.format import fmt_p, interval_text
 
 

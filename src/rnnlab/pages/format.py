@@ -7,12 +7,7 @@ import math
 from pathlib import Path
 
 from rnnlab.experiments.results import StudyResults, Verdict
-from rnnlab.experiments.statistics import (
-    detectable_permutation,
-    p_shown,
-    seeds_to_decide,
-    smallest_permutation_p,
-)
+from rnnlab.experiments.statistics import detectable_permutation, p_shown, seeds_to_decide, smallest_permutation_p
 from rnnlab.metrics import is_count
 
 

@@ -7,12 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rnnlab.page import (
-    Page,
-    markdown,
-    page_from_dict,
-    page_to_dict,
-)
+from rnnlab.page import Page, markdown, page_from_dict, page_to_dict
 
 PAGE_JSON = "page.json"     # a published page as data, beside its files: what republishing reads back
 

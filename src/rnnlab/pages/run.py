@@ -7,17 +7,7 @@ from pathlib import Path
 
 from rnnlab.experiments.results import StudyResults
 from rnnlab.metrics import metric_label
-from rnnlab.page import (
-    ON_PAGES,
-    Block,
-    Figure,
-    Heading,
-    Items,
-    Page,
-    Paragraph,
-    Table,
-    markdown,
-)
+from rnnlab.page import ON_PAGES, Block, Figure, Heading, Items, Page, Paragraph, Table, markdown
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
 from rnnlab.pages.format import (

@@ -15,24 +15,10 @@ from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
-from rnnlab.experiments.statistics import (
-    ALPHA,
-    expected_max_band,
-    seeds_to_decide,
-)
+from rnnlab.experiments.statistics import ALPHA, expected_max_band, seeds_to_decide
 from rnnlab.files import inside, staged_publish
 from rnnlab.metrics import is_count
-from rnnlab.page import (
-    Block,
-    Figure,
-    Heading,
-    Items,
-    Page,
-    Paragraph,
-    Table,
-    replace_section,
-    section,
-)
+from rnnlab.page import Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
 from rnnlab.pages.format import (
     CLAIMS_CAPTION,
     CLAIMS_FIGURE,

@@ -13,17 +13,7 @@ from typing import Any
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.files import staged_publish
 from rnnlab.metrics import is_count
-from rnnlab.page import (
-    Block,
-    Figure,
-    Heading,
-    Page,
-    Paragraph,
-    Table,
-    markdown,
-    replace_section,
-    section,
-)
+from rnnlab.page import Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
 from rnnlab.pages.format import fmt_number, fmt_p, interval_text
