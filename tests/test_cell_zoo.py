@@ -203,6 +203,7 @@ def test_parameter_counts_are_the_papers(m, n):
         assert count_params("lstm", input_size=m, hidden_size=n, ablate=ablate) == 3 * (n * m + n * n + n)
     gru = count_params("gru", input_size=m, hidden_size=n)
     assert count_params("gru", input_size=m, hidden_size=n, gate_inputs="h") == gru - 2 * n * m
+    assert count_params("gru", input_size=m, hidden_size=n, gate_inputs="h-nobias") == gru - 2 * n * m - 2 * n
     assert count_params("gru", input_size=m, hidden_size=n, gate_inputs="bias") == gru - 2 * n * m - 2 * n * n
 
 
@@ -226,6 +227,47 @@ def test_lstm_ablations_follow_greff_et_al():
         c_new = f * c + i * g
         h_new = sig(blocks["o"]) * (c_new if ablate == "noaf" else np.tanh(c_new))
         np.testing.assert_allclose(_one_step(cell, x, h, c)[0], h_new, rtol=1e-12, err_msg=ablate)
+
+
+@pytest.mark.parametrize("variant", ["cudnn", "cho"])
+@pytest.mark.parametrize("recurrent_bias", [False, True])
+def test_the_gru_ladder_follows_dey_and_salem(variant, recurrent_bias):
+    """GRU1 (gates read h and a bias), GRU2 (h alone, no bias anywhere in the gates), GRU3 (the bias alone) and the
+    x-only gates, written out from the parameters as the paper defines them, one step."""
+    rng = np.random.default_rng(0)
+    x, h = rng.normal(size=(2, 3)), rng.normal(size=(2, 4))
+    sig = lambda a: 1 / (1 + np.exp(-a))                                         # noqa: E731
+    H = 4
+    for gate_inputs in ("h", "h-nobias", "x", "bias"):
+        cell = rnnlab.GRU(3, H, gate_inputs=gate_inputs, variant=variant, recurrent_bias=recurrent_bias, seed=1)
+        p = {k: v + 0.1 * rng.normal(size=v.shape) for k, v in cell.params.items()}    # no bias left at zero
+        cell.params.update(p)
+        b_h = p.get("b_h", np.zeros(3 * H if gate_inputs == "h" else H))
+        if gate_inputs == "x":
+            rz_pre, W_hn, b_hn_rec = x @ p["W_x"][:, :2 * H] + p["b"][:2 * H], p["W_h"], b_h
+            xn = x @ p["W_x"][:, 2 * H:] + p["b"][2 * H:]
+        else:
+            xn = x @ p["W_x"] + p["b"]
+            reads_h = gate_inputs in ("h", "h-nobias")
+            rz_pre = (h @ p["W_h"][:, :2 * H] if reads_h else 0.0) + p.get("b_g", 0.0)
+            if gate_inputs == "h":
+                rz_pre, b_hn_rec = rz_pre + b_h[:2 * H], b_h[2 * H:]
+            else:
+                b_hn_rec = b_h
+            W_hn = p["W_h"][:, 2 * H:] if reads_h else p["W_h"]
+        assert ("b_g" in p) == (gate_inputs in ("h", "bias"))           # GRU2's gates have no bias at all
+        r, z = sig(rz_pre[..., :H]), sig(rz_pre[..., H:])
+        if variant == "cudnn":
+            n = np.tanh(xn + r * (h @ W_hn + b_hn_rec + p.get("b_hn", 0.0)))
+        else:
+            n = np.tanh(xn + (r * h) @ W_hn + b_hn_rec)
+        np.testing.assert_allclose(_one_step(cell, x, h)[0], (1 - z) * n + z * h, rtol=1e-12, err_msg=gate_inputs)
+
+
+def test_gates_that_read_only_a_bias_refuse_to_have_none():
+    """GRU3 without a bias would fix both gates at σ(0) = ½: refused, not trained silently."""
+    with pytest.raises(ValueError, match="gate_inputs='bias' needs bias=True"):
+        rnnlab.GRU(3, 4, gate_inputs="bias", bias=False)
 
 
 def test_zoo_initialisations():

@@ -39,7 +39,7 @@ from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
 VARIANTS = ("cudnn", "cho")
-GATE_INPUTS = ("xh", "h", "x", "bias")
+GATE_INPUTS = ("xh", "h", "h-nobias", "x", "bias")
 
 
 # -- the GRU (gates read x and h): one step and its adjoint per form of the candidate ------------------
@@ -164,6 +164,20 @@ def _gates_read_h_grads(p, prev_h, dhw, candidate_grad, xp):
     return grads
 
 
+def _gates_read_h_unbiased(p, xw, h, xp):
+    """GRU2: r, z = σ(h W_hrz), no bias at all; a recurrent bias b_h is the candidate's alone."""
+    H = h.shape[-1]
+    return h @ p["W_h"][..., :2 * H], p["W_h"][..., 2 * H:], p.get("b_h"), xw
+
+
+def _gates_read_h_unbiased_grads(p, prev_h, dhw, candidate_grad, xp):
+    H = prev_h.shape[-1]
+    grads = {"W_h": xp.concatenate([prev_h.T @ dhw[..., :2 * H], candidate_grad], axis=1)}
+    if "b_h" in p:
+        grads["b_h"] = dhw[..., 2 * H:].sum(axis=0)
+    return grads
+
+
 def _gates_read_x(p, xw, h, xp):
     """r, z = σ(x W_xrz + b_rz); W_h is the candidate's alone."""
     H = h.shape[-1]
@@ -253,6 +267,8 @@ class Candidate(NamedTuple):
 
 
 GATE_READS = {"h": GateRead(_gates_read_h, _gates_read_h_backward, _candidate_block_of_w_h, _gates_read_h_grads),
+              "h-nobias": GateRead(_gates_read_h_unbiased, _gates_read_h_backward, _candidate_block_of_w_h,
+                                   _gates_read_h_unbiased_grads),
               "x": GateRead(_gates_read_x, _gates_read_x_backward, _all_of_w_h, _candidate_only_grads),
               "bias": GateRead(_gates_read_bias, _gates_read_bias_backward, _all_of_w_h, _candidate_only_grads)}
 CANDIDATES = {"cudnn": Candidate(_candidate_cudnn, _candidate_cudnn_backward, _reads_h),
@@ -314,32 +330,36 @@ class GRU(Cell):
     replaces ``b_hn`` (PyTorch's ``bias_hh``).
 
     ``gate_inputs``: what the gates r and z read (Dey & Salem 2017's ladder; the candidate n is
-    always the GRU's): ``"xh"`` x and h (the GRU); ``"h"`` h only (GRU1): W_x and b keep only the
-    candidate's block and the gates' bias is ``b_g`` (2*hidden,); ``"x"`` x only: W_h keeps only
+    always the GRU's): ``"xh"`` x and h (the GRU); ``"h"`` h and a bias (GRU1): W_x and b keep only the
+    candidate's block and the gates' bias is ``b_g`` (2*hidden,); ``"h-nobias"`` h alone (GRU2): no gate
+    bias, a recurrent bias ``b_h`` is the candidate's (hidden,); ``"x"`` x only: W_h keeps only
     the candidate's block (hidden, hidden); ``"bias"`` neither (GRU3, a leaky integrator with
-    learned rates): r, z = σ(b_g). Only ``"xh"`` has fused Numba kernels.
+    learned rates): r, z = σ(b_g), which needs ``bias=True``. Only ``"xh"`` has fused Numba kernels.
     """
 
     title = "GRU"
     gates = 3
     options = (
         Option("variant", "cudnn", str, "GRU variant: cudnn (PyTorch) or cho (reset before the matmul)", VARIANTS),
-        Option("gate_inputs", "xh", str, "GRU: what the reset and update gates read: x and h (the GRU), h only "
-               "(GRU1), x only, or their bias only (GRU3)", GATE_INPUTS),
+        Option("gate_inputs", "xh", str, "GRU: what the reset and update gates read: x and h (the GRU), h and a "
+               "bias (GRU1), h alone (GRU2), x only, or their bias only (GRU3)", GATE_INPUTS),
     )
 
     def param_shapes(self):
+        if self.gate_inputs == "bias" and not self.bias:
+            raise ValueError("GRU: gate_inputs='bias' needs bias=True: gates that read only their bias would be "
+                             "σ(0) = ½ for ever without one")
         I, H = self.input_size, self.hidden_size
         x_blocks = 3 if self.gate_inputs in ("xh", "x") else 1      # the gates' blocks of W_x and b
-        h_blocks = 3 if self.gate_inputs in ("xh", "h") else 1      # the gates' blocks of W_h
+        h_blocks = 3 if self.gate_inputs in ("xh", "h", "h-nobias") else 1      # the gates' blocks of W_h
         shapes = {"W_x": (I, x_blocks * H), "W_h": (H, h_blocks * H)}
         if self.bias:
             shapes["b"] = (x_blocks * H,)
             if self.recurrent_bias:
-                shapes["b_h"] = (h_blocks * H,)
+                shapes["b_h"] = (H if self.gate_inputs == "h-nobias" else h_blocks * H,)
             if self.variant == "cudnn" and not self.recurrent_bias:
                 shapes["b_hn"] = (H,)
-            if x_blocks == 1:
+            if x_blocks == 1 and self.gate_inputs != "h-nobias":
                 shapes["b_g"] = (2 * H,)
         return shapes
 
