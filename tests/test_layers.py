@@ -103,7 +103,11 @@ def test_ci_runs_the_readmes_test_command_with_both_tiers():
     readme = (SRC.parent / "README.md").read_text()
     commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv") and "pytest" in line]
     assert len(commands) == 1, commands
-    assert commands[0] in (SRC.parent / ".ci" / "run").read_text()
+    ci = (SRC.parent / ".ci" / "run").read_text()
+    assert commands[0] in ci
+    # under `set -e` a failure inside an && list does not stop a script: the line must exit on failure itself
+    after = ci[ci.index(commands[0]) + len(commands[0]):].split("\n\n")[0]
+    assert "|| {" in after and "exit 1" in after, "CI would go on (and pass) after the README's tests failed"
     assert "python -m pytest &&" in commands[0] and commands[0].endswith("python -m pytest -m slow")
 
 
