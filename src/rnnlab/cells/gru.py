@@ -141,11 +141,13 @@ def gru_cho_recurrent_grads(p, prev_h, steps, dhw, xp=np):
 # part is a pure pair of functions, chosen once when the cell is built (GRU.equations).
 
 def _gates_read_h(p, xw, h, xp):
-    """GRU1: r, z = σ(h W_hrz + b_g); xw is the candidate's block alone; W_h = [W_hrz, W_hn]."""
+    """GRU1 and GRU2: r, z = σ(h W_hrz (+ b_g)); xw is the candidate's block alone; W_h = [W_hrz, W_hn]. A recurrent
+    bias b_h reaches the gates only where it has their blocks (GRU1's 3H; GRU2's is the candidate's alone)."""
     H = h.shape[-1]
     b_h = p.get("b_h")
-    rz_pre = h @ p["W_h"][..., :2 * H] + (0.0 if b_h is None else b_h[..., :2 * H])
-    return rz_pre, p["W_h"][..., 2 * H:], None if b_h is None else b_h[..., 2 * H:], xw
+    gates_bias = b_h is not None and b_h.shape[-1] == 3 * H
+    rz_pre = h @ p["W_h"][..., :2 * H] + (b_h[..., :2 * H] if gates_bias else 0.0)
+    return rz_pre, p["W_h"][..., 2 * H:], b_h[..., 2 * H:] if gates_bias else b_h, xw
 
 
 def _gates_read_h_backward(p, d_rz, dn_pre, dhw_n, dh_prev, h, xp):
@@ -153,29 +155,6 @@ def _gates_read_h_backward(p, d_rz, dn_pre, dhw_n, dh_prev, h, xp):
     H = h.shape[-1]
     dh_prev = dh_prev + d_rz @ matrix_transpose(p["W_h"][..., :2 * H])
     return dh_prev, dn_pre, xp.concatenate([d_rz, dhw_n], axis=-1)
-
-
-def _gates_read_h_grads(p, prev_h, dhw, candidate_grad, xp):
-    """W_h = [W_hrz, W_hn] and b_h over all three blocks; the gates' bias b_g."""
-    H = prev_h.shape[-1]
-    grads = {"W_h": xp.concatenate([prev_h.T @ dhw[..., :2 * H], candidate_grad], axis=1)}
-    if "b_h" in p:
-        grads["b_h"] = dhw.sum(axis=0)
-    return grads
-
-
-def _gates_read_h_unbiased(p, xw, h, xp):
-    """GRU2: r, z = σ(h W_hrz), no bias at all; a recurrent bias b_h is the candidate's alone."""
-    H = h.shape[-1]
-    return h @ p["W_h"][..., :2 * H], p["W_h"][..., 2 * H:], p.get("b_h"), xw
-
-
-def _gates_read_h_unbiased_grads(p, prev_h, dhw, candidate_grad, xp):
-    H = prev_h.shape[-1]
-    grads = {"W_h": xp.concatenate([prev_h.T @ dhw[..., :2 * H], candidate_grad], axis=1)}
-    if "b_h" in p:
-        grads["b_h"] = dhw[..., 2 * H:].sum(axis=0)
-    return grads
 
 
 def _gates_read_x(p, xw, h, xp):
@@ -186,14 +165,6 @@ def _gates_read_x(p, xw, h, xp):
 
 def _gates_read_x_backward(p, d_rz, dn_pre, dhw_n, dh_prev, h, xp):
     return dh_prev, xp.concatenate([d_rz, dn_pre], axis=-1), dhw_n
-
-
-def _candidate_only_grads(p, prev_h, dhw, candidate_grad, xp):
-    """W_h is the candidate's alone, and so is its recurrent bias."""
-    grads = {"W_h": candidate_grad}
-    if "b_h" in p:
-        grads["b_h"] = dhw[..., -prev_h.shape[-1]:].sum(axis=0)
-    return grads
 
 
 def _gates_read_bias(p, xw, h, xp):
@@ -215,7 +186,8 @@ def _candidate_cudnn(p, xw_n, h, r, W_hn, b_hn_rec, xp):
 
 def _candidate_cudnn_backward(dn_pre, h, r, cache, W_hn):
     """(dr_pre, the candidate's recurrent gradient, its path into h)."""
-    return dn_pre * cache["hw_n"] * r * (1.0 - r), dn_pre * r, (dn_pre * r) @ matrix_transpose(W_hn)
+    dhw_n = dn_pre * r
+    return dn_pre * cache["hw_n"] * r * (1.0 - r), dhw_n, dhw_n @ matrix_transpose(W_hn)
 
 
 def _candidate_cho(p, xw_n, h, r, W_hn, b_hn_rec, xp):
@@ -236,26 +208,15 @@ def _reads_reset_h(prev_h, steps):
     return steps["rh"]
 
 
-def _candidate_block_of_w_h(p, H):
-    return p["W_h"][..., 2 * H:]
-
-
-def _all_of_w_h(p, H):
-    return p["W_h"]
-
-
 GRU_FORMS = {"cudnn": (gru_cudnn_step, gru_cudnn_step_backward, gru_cudnn_recurrent_grads),
              "cho": (gru_cho_step, gru_cho_step_backward, gru_cho_recurrent_grads)}
 
 
 class GateRead(NamedTuple):
-    """What a ladder cell's gates read: their forward part, its adjoint, the candidate's recurrent matrix within
-    W_h, and the recurrent parameters' gradients."""
+    """What a ladder cell's gates read: their forward part and its adjoint."""
 
     forward: Callable
     adjoint: Callable
-    candidate_matrix: Callable
-    recurrent_grads: Callable
 
 
 class Candidate(NamedTuple):
@@ -266,11 +227,11 @@ class Candidate(NamedTuple):
     recurrent_input: Callable
 
 
-GATE_READS = {"h": GateRead(_gates_read_h, _gates_read_h_backward, _candidate_block_of_w_h, _gates_read_h_grads),
-              "h-nobias": GateRead(_gates_read_h_unbiased, _gates_read_h_backward, _candidate_block_of_w_h,
-                                   _gates_read_h_unbiased_grads),
-              "x": GateRead(_gates_read_x, _gates_read_x_backward, _all_of_w_h, _candidate_only_grads),
-              "bias": GateRead(_gates_read_bias, _gates_read_bias_backward, _all_of_w_h, _candidate_only_grads)}
+# GRU1 and GRU2 have the same equations; they differ in which biases exist (GRU.param_shapes)
+GATE_READS = {"h": GateRead(_gates_read_h, _gates_read_h_backward),
+              "h-nobias": GateRead(_gates_read_h, _gates_read_h_backward),
+              "x": GateRead(_gates_read_x, _gates_read_x_backward),
+              "bias": GateRead(_gates_read_bias, _gates_read_bias_backward)}
 CANDIDATES = {"cudnn": Candidate(_candidate_cudnn, _candidate_cudnn_backward, _reads_h),
               "cho": Candidate(_candidate_cho, _candidate_cho_backward, _reads_reset_h)}
 
@@ -298,7 +259,7 @@ def gru_ladder_step_backward(p, dstate, cache, prev, xp=np, *, gates, candidate)
     H = h.shape[-1]
     rz, n = cache["rz"], cache["n"]
     r, z = rz[..., :H], rz[..., H:]
-    W_hn = gates.candidate_matrix(p, H)
+    W_hn = p["W_h"][..., -H:]                    # W_h's last block is the candidate's, whatever the gates read
     dn_pre = dh * (1.0 - z) * (1.0 - n * n)
     dz_pre = dh * (h - n) * z * (1.0 - z)
     dr_pre, dhw_n, into_h = candidate.adjoint(dn_pre, h, r, cache, W_hn)
@@ -308,11 +269,16 @@ def gru_ladder_step_backward(p, dstate, cache, prev, xp=np, *, gates, candidate)
 
 
 def gru_ladder_recurrent_grads(p, prev_h, steps, dhw, xp=np, *, gates, candidate):
-    """The candidate's recurrent gradient (its input, h or r ⊙ h, against dhw's candidate block), then W_h and
-    the biases as the gates' reading lays them out."""
+    """The candidate's recurrent gradient (its input, h or r ⊙ h, against dhw's candidate block), beside the gates'
+    where W_h holds them (GRU1, GRU2); each bias summed over the blocks of dhw it covers."""
     H = prev_h.shape[-1]
     dhw_n = dhw[..., -H:]
-    grads = gates.recurrent_grads(p, prev_h, dhw, candidate.recurrent_input(prev_h, steps).T @ dhw_n, xp)
+    candidate_grad = candidate.recurrent_input(prev_h, steps).T @ dhw_n
+    gates_in_w_h = p["W_h"].shape[-1] == 3 * H
+    grads = {"W_h": xp.concatenate([prev_h.T @ dhw[..., :2 * H], candidate_grad], axis=1) if gates_in_w_h
+             else candidate_grad}
+    if "b_h" in p:
+        grads["b_h"] = dhw[..., -p["b_h"].shape[-1]:].sum(axis=0)
     if "b_hn" in p:
         grads["b_hn"] = dhw_n.sum(axis=0)
     if "b_g" in p:
