@@ -85,3 +85,18 @@ def test_a_damaged_page_is_refused_naming_the_file_and_the_block(data, says):
     with pytest.raises(ValueError, match=r"^docs/results/x/page\.json: ") as err:
         page_from_dict(data, "docs/results/x/page.json")
     assert says in str(err.value)
+
+
+def test_a_missing_or_damaged_page_json_is_an_error_naming_the_file(tmp_path):
+    from rnnlab.page import read_page_json
+
+    path = tmp_path / "ptb" / "page.json"
+    with pytest.raises(FileNotFoundError, match="ptb/page.json: no page as data"):
+        read_page_json(path)
+    path.parent.mkdir()
+    for text, says in (("{not json", "damaged JSON"), ("[1, 2]", "not a page")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=f"ptb/page.json: {says}"):
+            read_page_json(path)
+    path.write_text(json.dumps(page_to_dict(Page("t", [Heading("A")]))))
+    assert read_page_json(path) == Page("t", [Heading("A")])

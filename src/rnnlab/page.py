@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html as html_escape
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,7 @@ def markdown_blocks(blocks: list[Block]) -> str:
 # -- the page as data: what is published beside the Markdown, and read back instead of it --------------
 
 PAGE_SCHEMA = 1
+PAGE_JSON = "page.json"     # a published page as data, beside its files: what republishing reads back
 _KINDS = {cls.__name__: cls for cls in (Heading, Paragraph, Table, Figure, Items)}
 
 
@@ -125,6 +127,25 @@ def page_from_dict(data: dict, where: str = "page.json") -> Page:
         except TypeError as err:
             raise ValueError(f"{where}: block {i} ({kind.__name__}): {err}") from None
     return Page(str(data.get("title", "")), blocks)
+
+
+def page_json_data(path: str | Path) -> dict:
+    """A ``page.json`` as a JSON object; a missing, damaged or non-object file is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no page as data beside the published page; publish it again")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: damaged JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a page (a JSON object)")
+    return data
+
+
+def read_page_json(path: str | Path) -> Page:
+    """The ``Page`` kept in a ``page.json``."""
+    return page_from_dict(page_json_data(path), str(path))
 
 
 def _section_span(blocks: list[Block], heading: str) -> tuple[int, int] | None:

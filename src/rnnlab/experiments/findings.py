@@ -37,7 +37,6 @@ from __future__ import annotations
 import csv
 import fnmatch
 import itertools
-import json
 import math
 import re
 from collections import Counter
@@ -49,7 +48,7 @@ import numpy as np
 
 from rnnlab.experiments.settings import read_toml
 from rnnlab.experiments.statistics import ALPHA, compare_means, mean_std, p_shown, t_interval
-from rnnlab.page import Heading, markdown_blocks, page_from_dict, section
+from rnnlab.page import PAGE_JSON, Heading, markdown_blocks, read_page_json, section
 
 FINDINGS_FILE = Path(__file__).with_name("findings.toml")
 RESULTS_ROOT = Path("docs/results")        # where `--publish` writes and the quotes are read by default
@@ -231,13 +230,11 @@ def _page_rows(root: Path, quote: dict[str, Any], where_: str) -> list[dict[str,
     """Rows quoted from a published page's text, read from the page as data (``NAME/page.json`` beside
     ``NAME.md``, or ``MAP/page.json`` beside ``MAP/report.md``), never from its Markdown."""
     page_md = Path(quote["page"])
-    path = root / (page_md.parent if page_md.name == "report.md" else page_md.with_suffix("")) / "page.json"
-    if not path.is_file():
-        raise FindingError(f"{where_}: page {root / page_md} has no page.json beside it ({path})")
+    path = root / (page_md.parent if page_md.name == "report.md" else page_md.with_suffix("")) / PAGE_JSON
     try:
-        blocks = page_from_dict(json.loads(path.read_text()), str(path)).blocks
-    except ValueError as err:
-        raise FindingError(f"{where_}: {err}") from None
+        blocks = read_page_json(path).blocks
+    except (FileNotFoundError, ValueError) as err:
+        raise FindingError(f"{where_}: page {root / page_md}: {err}") from None
     if "section" in quote:
         if Heading(quote["section"]) not in blocks:
             raise FindingError(f"{where_}: page {root / page_md} has no section '## {quote['section']}'")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rnnlab.experiments.findings import RESULTS_ROOT
 from rnnlab.files import atomic_write
-from rnnlab.page import md_table
-from rnnlab.pages.published import PAGE_JSON, page_data, read_page
+from rnnlab.page import PAGE_JSON, md_table
+from rnnlab.pages.published import page_data, read_page
 from rnnlab.pages.study import stored_variants, undecidable_lines
 
 OVERVIEW_BEGIN = ("<!-- results overview: written by `python -m rnnlab.pages.overview` from docs/results; "

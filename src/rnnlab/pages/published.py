@@ -7,27 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rnnlab.page import Page, markdown, page_from_dict, page_to_dict
-
-PAGE_JSON = "page.json"     # a published page as data, beside its files: what republishing reads back
+from rnnlab.page import PAGE_JSON, Page, markdown, page_json_data, page_to_dict, read_page_json
 
 
 def read_page(folder: Path, name: str | None = None) -> Page:
     """The page published as ``folder/NAME/page.json`` (a study) or ``folder/page.json`` (a map)."""
-    return page_from_dict(page_data(folder, name), str((folder / name if name else folder) / PAGE_JSON))
+    return read_page_json((folder / name if name else folder) / PAGE_JSON)
 
 
 def page_data(folder: Path, name: str | None = None) -> dict[str, Any]:
-    path = (folder / name if name else folder) / PAGE_JSON
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no page as data beside the published page; publish it again")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: damaged JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a page (a JSON object)")
-    return data
+    """The ``page.json`` of ``read_page`` as data (a map's also names its sweep file, ``source``)."""
+    return page_json_data((folder / name if name else folder) / PAGE_JSON)
 
 
 def write_page(page: Page, markdown_path: Path, json_path: Path, source: str | None = None) -> Path:

@@ -18,7 +18,7 @@ from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.statistics import ALPHA, expected_max_band, seeds_to_decide
 from rnnlab.files import inside, staged_publish
 from rnnlab.metrics import is_count
-from rnnlab.page import Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
+from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
 from rnnlab.pages.format import (
     CLAIMS_CAPTION,
     CLAIMS_FIGURE,
@@ -29,7 +29,7 @@ from rnnlab.pages.format import (
     power_sentence,
     verdict_cell,
 )
-from rnnlab.pages.published import PAGE_JSON, read_page, write_page
+from rnnlab.pages.published import read_page, write_page
 from rnnlab.pages.run import results_table, seeds_sentence, settings_lines
 
 SETTING, TUNED = "at the study's setting", "tuned"

@@ -13,11 +13,11 @@ from typing import Any
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.files import staged_publish
 from rnnlab.metrics import is_count
-from rnnlab.page import Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
+from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
 from rnnlab.page import html as html_page
 from rnnlab.page import text as terminal_text
 from rnnlab.pages.format import fmt_number, fmt_p, interval_text
-from rnnlab.pages.published import PAGE_JSON, page_data, read_page, write_page
+from rnnlab.pages.published import page_data, read_page, write_page
 from rnnlab.version import __version__
 
 
