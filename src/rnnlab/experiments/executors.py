@@ -398,15 +398,10 @@ def executor(name: str, address: str | None = None, workers: int | None = None, 
         if early_stop is not None:
             raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
                              "early); the local executor trains every trial to the end")
-        return lambda jobs: run_local(_jobs(jobs), workers or cpu_cores(), replicas)
+        return lambda jobs: run_local(jobs, workers or cpu_cores(), replicas)
     if early_stop == "asha":
-        return lambda jobs: run_ray_asha(_jobs(jobs), address, workers, metric, mode)
-    return lambda jobs: run_ray(_jobs(jobs), address, workers, replicas)
-
-
-def _jobs(jobs) -> list[Job]:
-    """Jobs as ``Job``s, also from plain (key, settings, folder) triples."""
-    return [job if isinstance(job, Job) else Job(*job) for job in jobs]
+        return lambda jobs: run_ray_asha(jobs, address, workers, metric, mode)
+    return lambda jobs: run_ray(jobs, address, workers, replicas)
 
 
 def progress_bar(total: int, enabled: bool):
