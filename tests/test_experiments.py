@@ -4,6 +4,7 @@ resumable runs, the main job through the real entry point, and the report in a r
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -234,6 +235,33 @@ def _tiny_study():
                       analyses=[LearningCurves("dev_loss", "dev loss", name="Dev loss", caption="Two cells.")])
 
 
+def test_a_study_that_counts_failed_runs_keeps_them_and_one_that_stops_names_them(tmp_path):
+    """failed_runs="count" (the benchmark's): a run that fails is kept with its status, has no metrics, and is not
+    trained again; "stop" (a study's): the first failure stops the study, naming the run."""
+    from rnnlab.experiments.executors import StudyRunFailed
+    from rnnlab.experiments.runner import COUNT, Experiment, RunSpec, run_experiment
+
+    good = {"n_train": 40, "n_dev": 20, "n_test": 20, "length": 5, "features": 3}
+
+    def specs(quick: bool) -> list[RunSpec]:
+        settings = {"cell": "rnn", "hidden": 3, "epochs": 1, "batch_size": 20}
+        return [RunSpec("ok", "mean-sign", settings, good), RunSpec("bad", "mean-sign", settings, {**good, "bogus": 1})]
+
+    counting = Experiment(name="counting", title="t", study="a test", about="t", specs=specs,
+                          metric_names=["test_loss"], failed_runs=COUNT)
+    results = run_experiment(counting, tmp_path, seeds=2, workers=1, progress=False)
+    assert [(r.key, r.status, bool(r.metrics)) for r in results.runs] == [("ok", "ok", True)] * 2 + \
+        [("bad", "failed", False)] * 2
+    assert {row["key"]: row.get("test_loss_n") for row in results.summary} == {"ok": 2, "bad": None}
+    again = run_experiment(counting, tmp_path, seeds=2, workers=1, progress=False)
+    assert again.trained_now == 0 and [r.status for r in again.runs] == [r.status for r in results.runs]
+    stopping = dataclasses.replace(counting, name="stopping", failed_runs="stop")
+    with pytest.raises(StudyRunFailed, match="bad seed 0: failed"):
+        run_experiment(stopping, tmp_path, seeds=1, workers=1, progress=False)
+    with pytest.raises(ValueError, match="failed_runs is 'stop' or 'count'"):
+        dataclasses.replace(counting, failed_runs="skip")
+
+
 @pytest.mark.slow
 def test_reproduce_publish_writes_the_study_setting_and_tuned_side_by_side(tmp_path, monkeypatch):
     from rnnlab.cli import main
@@ -316,7 +344,7 @@ def test_tune_trains_only_the_tuned_configurations_with_the_claims_about_them(tm
     from rnnlab.experiments.sweeps import tune_experiment
 
     exp = dataclasses.replace(_tiny_study(), tune=["gru"])
-    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
+    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False).experiment
     assert [s.key for s in tuned.specs(False)] == ["gru"]
     assert tuned.claims == [] and list(tuned.published) == [("gru", "test_accuracy")]
     assert tuned.reasons == {("gru", "test_accuracy"): "tiny data"}     # the study's reasons hold for its tuned runs
@@ -405,7 +433,7 @@ def test_a_search_may_train_its_trials_on_a_shorter_budget_than_the_tuned_runs(t
 
     study = _tiny_study()
     exp = dataclasses.replace(study, search=study.search.replace("[search]", "[settings]\nepochs = 1\n[search]"))
-    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False)
+    tuned = tune_experiment(exp, tmp_path, workers=1, progress=False).experiment
     trials = list((tmp_path / "tiny-tuned" / "search" / "gru" / "trials").glob("*/result.json"))
     assert len(trials) == 4 and all(json.loads(t.read_text())["settings"]["epochs"] == 1 for t in trials)
     assert {s.settings["epochs"] for s in tuned.specs(False)} == {2}     # the study's own budget

@@ -170,24 +170,22 @@ def test_a_stored_study_that_names_a_cell_file_imports_nothing(tmp_path, capsys,
     assert not ran.exists()
 
 
-def test_a_bench_store_trained_with_another_version_of_a_cell_file_is_refused(tmp_path):
-    from rnnlab.experiments import bench_cells
-    from rnnlab.experiments.executors import JobStore
-    from rnnlab.experiments.settings import default_settings
-
+def test_a_bench_store_trained_with_another_version_of_a_cell_file_is_refused(tmp_path, capsys):
+    """The benchmark keeps its runs through the study pipeline, whose check refuses them once the cell file
+    changed, naming both hashes; the stored runs stay where they are (the search trains anew: a trial's
+    identity holds the file's hash)."""
     cell = tmp_path / "bench.py"
     cell.write_text(EXAMPLE.read_text())
-    registry.load_cell_file(f"{cell}:MGU")
-    settings = default_settings("adding", cell=f"{cell}:MGU", hidden=3)
-    store = JobStore(tmp_path / "jobs")
-    store.keep("job", {}, {"status": "ok", "run": {"settings": settings, "cell_sha256": "0" * 64}})
-    with pytest.raises(ValueError, match=f"sha256 {'0' * 64}; the file now has sha256 {_sha256(cell)}"):
-        bench_cells._run([("job", settings, store.folder("job"))], store, lambda jobs: iter(()), progress=False)
-    # a stored run of other settings is set aside, not deleted, and trained again
-    store.keep("job", {}, {"status": "ok", "run": {"settings": dict(settings, hidden=4),
-                                                   "cell_sha256": _sha256(cell)}})
-    trained = bench_cells._run([("job", settings, store.folder("job"))], store, lambda jobs: iter(()), False)
-    assert trained == 1 and len(list((tmp_path / "set-aside").iterdir())) == 1
+    out = tmp_path / "bench"
+    args = ("bench-cells", "--cell", f"{cell}:MGU", "--tasks", "adding-50", "--quick", "--workers", "1", "--out", out)
+    code, _, err = cli(capsys, *args)
+    assert code == 0, err
+    before = _sha256(cell)
+    stored = sorted(p.relative_to(out) for p in out.rglob("result.json"))
+    cell.write_text(EXAMPLE.read_text() + "\n# edited\n")
+    code, _, err = cli(capsys, *args)
+    assert code == 2 and f"sha256 {before}; the file now has sha256 {_sha256(cell)}" in err
+    assert set(stored) <= {p.relative_to(out) for p in out.rglob("result.json")}
 
 
 # -- nothing lost -----------------------------------------------------------------------------------------

@@ -292,11 +292,13 @@ def test_a_range_open_at_one_end_is_at_most_or_at_least():
 
 def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path):
     """Republishing from the page as data and the runs and trials published beside each page
-    (``republish_verdicts``, ``republish_sweep_comparisons``), with every Markdown file deleted first, changes
+    (``republish_verdicts``, ``republish_sweep_comparisons``, ``republish_bench``), with every Markdown file deleted
+    first, changes
     no page: the words, numbers, intervals and budget findings on
     docs/results are today's code applied to the stored data."""
     import shutil
 
+    from rnnlab.pages.bench import republish_bench
     from rnnlab.pages.overview import results_overview
     from rnnlab.pages.study import republish_verdicts
     from rnnlab.pages.sweep import republish_sweep_comparisons
@@ -316,6 +318,9 @@ def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_st
         assert (copy / report.parent.name / "page.json").read_text() == (report.parent / "page.json").read_text()
     assert len(list(PUBLISHED.glob("*/report.md"))) == len(list(PUBLISHED.glob("*-*/page.json"))) - \
         sum((PUBLISHED / n / "page.json").is_file() for n in EXPERIMENTS if "-" in n)
+    republish_bench(copy / "cells.md")       # the cell benchmark, judged again from its per-seed values
+    for name in ("cells.md", "cells.json", "cells/page.json"):
+        assert (copy / name).read_text() == (PUBLISHED / name).read_text(), name
 
 
 def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():

@@ -370,7 +370,7 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
         from rnnlab.experiments.sweeps import tune_experiment
 
         exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
-                              address=args.address, workers=args.workers)
+                              address=args.address, workers=args.workers).experiment
     if args.publish and args.quick:
         raise ValueError("--publish: quick runs are not published; drop --quick")
     if args.publish:
@@ -557,7 +557,7 @@ def _bench_cells_command(sub) -> None:
 def _bench_cells(args: argparse.Namespace) -> int:
     from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import bench_cells
-    from rnnlab.pages.bench import write_bench
+    from rnnlab.pages.bench import published_files, write_bench
 
     known = {c.label: c for c in bench_cells.CELLS}
     unknown = sorted(set(args.cells) - set(known))
@@ -572,11 +572,11 @@ def _bench_cells(args: argparse.Namespace) -> int:
         raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")
     target = Path(args.publish) if args.publish else None
     if target is not None:
-        publish_files(target.parent, {target.name: None, target.with_suffix(".json").name: None}, "bench-cells",
+        publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells",
                       check_only=True)      # before training: a refused destination must not cost the runs
-    results = bench_cells.run_bench(cells, [tasks[n] for n in names], args.out, args.executor, args.address,
-                                    args.workers, args.quick)
-    results.update(machine=processor_name(), command=args.command_line)
+    plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick)
+    results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
+    results.machine, results.command = processor_name(), args.command_line
     print(write_bench(results, args.out, target))
     return 0
 

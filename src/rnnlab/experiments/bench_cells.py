@@ -2,27 +2,28 @@
 synthetic tasks a laptop affords, each tuned on the same budget, compared over seeds.
 
 The benchmark is data: ``TASKS`` (task, its options, training settings, the budget, the metric
-reported) and ``CELLS`` (a label, a registered cell or ``path.py:Class``, its options). For every
-(task, cell):
+reported) and ``CELLS`` (a label, a registered cell or ``path.py:Class``, its options). ``bench_plan``
+turns the ones asked for into a study with a search, and the study pipeline does the rest:
 
-1. **Budget**: the hidden size whose parameter count is closest to the task's budget
-   (``hidden_for_budget`` from the cell's declared shapes).
-2. **Tuning**: the same search for every cell, ``LEARNING_RATES`` × ``SEARCH_SEEDS`` (≥ 2 seeds per
-   configuration); the rate with the lowest mean dev loss wins.
-3. **Final runs**: the winner retrained on ``FINAL_SEEDS``, disjoint from the search's, and only
-   these are reported: mean ± std, the 95% interval, and each comparison's exact permutation p
-   (Holm-adjusted within each task's comparisons, which decides), the interval that inverts it at the
-   level the adjusted p implies, its 90% interval against the task's margin ("same") and P(A > B) over
-   seed pairs (``rnnlab.experiments.statistics``).
-4. **Claims**: the published claims the cells' papers make about tasks rnnlab has (``CLAIMS``),
-   each judged per task and summarised as "holds on k of N tasks".
-
-Every run is a job in a ``JobStore`` (a rerun trains only what is missing); ``--executor ray``
-spreads them over a cluster like the sweeps.
+1. **Plan**: one configuration per (task, cell) at the hidden size whose parameter count is closest
+   to the task's budget (``budget.hidden_for_budget``, from the cell's declared shapes), with the same
+   search for every cell: ``LEARNING_RATES`` × ``SEARCH_SEEDS`` (≥ 2 seeds per configuration).
+2. **Execute and keep**: ``reproduce --tune``'s path: ``sweeps.tune_experiment`` runs each search and
+   picks the rate with the lowest mean dev loss; ``runner.run_experiment`` retrains the winner on
+   ``FINAL_SEEDS`` (fresh seeds, none the search trained), counting a run that diverges or fails
+   against its cell instead of stopping. A rerun trains only what is missing, on any executor.
+3. **Judge** (``judge``): the final runs' metric per (task, cell): mean ± std and the 95% interval;
+   each comparison's exact permutation p (Holm-adjusted within each task's comparisons, which
+   decides), the interval that inverts it at the level the adjusted p implies, its 90% interval
+   against the task's margin ("same") and P(A > B) over seed pairs
+   (``rnnlab.experiments.statistics``); the published claims of the cells' papers (``CLAIMS``), each
+   judged per task and summarised as "holds on k of N tasks". ``BenchResults`` holds it all.
+4. **Page**: ``rnnlab.pages.bench``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -36,9 +37,8 @@ from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
 from rnnlab.experiments.defaults import fresh_seeds
-from rnnlab.experiments.executors import Job, JobStore
-from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.settings import check_cell_unchanged, complete_settings, default_settings, final_metrics
+from rnnlab.experiments.results import Run
+from rnnlab.experiments.runner import COUNT, Experiment, RunSpec, run_experiment
 from rnnlab.experiments.statistics import (
     ALPHA,
     PERMUTATION_TEST,
@@ -50,7 +50,8 @@ from rnnlab.experiments.statistics import (
     permutation,
     prob_superiority,
 )
-from rnnlab.files import hold, set_aside
+from rnnlab.experiments.sweeps import tune_experiment
+from rnnlab.files import hold, read_json
 from rnnlab.metrics import metric as metric_info
 
 
@@ -143,130 +144,132 @@ def _engine(cell: BenchCell) -> str:
     return "numba" if cell_class(cell.cell)(1, 1, **cell.options).has_kernels() else "numpy"
 
 
-def _settings(task: BenchTask, cell: BenchCell, hidden: int, lr: float, seed: int) -> dict[str, Any]:
-    settings = default_settings(task.task, **task.settings, cell=cell.cell, hidden=hidden, lr=lr, seed=seed,
-                                engine=_engine(cell), **cell.options)
-    settings["task_options"] = dict(task.task_options)
-    return settings
+@dataclass(frozen=True)
+class BenchPlan:
+    """The benchmark as data: the study with a search that trains it (``experiment``) and what judging
+    its runs needs: the tasks, the cells, each (task, cell)'s hidden size and parameter count, the rates
+    searched, and the search's and final runs' seeds."""
+
+    experiment: Experiment
+    tasks: tuple[BenchTask, ...]
+    cells: tuple[BenchCell, ...]
+    sizes: dict[tuple[str, str], tuple[int, int]]
+    learning_rates: tuple[float, ...]
+    search_seeds: tuple[int, ...]
+    final_seeds: tuple[int, ...]
+    quick: bool = False
+
+    def key(self, task: BenchTask, cell: BenchCell) -> str:
+        return RunSpec(cell.label, task.task, group=task.name).key
 
 
-def _job_id(task: BenchTask, cell: BenchCell, lr: float, seed: int) -> str:
-    return f"{task.name}--{cell.label}--lr{lr:g}--s{seed}"
-
-
-def _run(jobs: list[Job], store: JobStore, run, progress: bool) -> int:
-    """Train the jobs not stored yet; returns how many trained. A stored run of other settings is set
-    aside (never deleted); one whose cell file changed since it ran is refused, naming both hashes."""
-    for key, settings, folder in jobs:
-        record = (store.done(key) or {}).get("run")
-        if not isinstance(record, dict):
-            continue
-        if complete_settings(record.get("settings", {})) != json.loads(json.dumps(settings)):
-            set_aside(folder, "settings-changed", store.root.parent)
-        else:
-            try:
-                check_cell_unchanged(record, str(folder))
-            except ValueError as err:
-                raise ValueError(f"{err}; move {store.root} away to train the benchmark anew") from None
-    todo = [job for job in jobs if store.done(job[0]) is None]
-    for i, (key, outcome) in enumerate(run(todo), 1):
-        if "files" in outcome:
-            store.keep(key, outcome["files"])
-        if outcome["status"] != "ok":      # kept as a failed run: it counts against the cell, it is not dropped
-            store.keep(key, {}, {"status": outcome["status"], "error": outcome["error"]})
-        if progress:
-            print(f"[{i}/{len(todo)}] {key}: {outcome['status']} in {outcome['seconds']:.1f} s", flush=True)
-    return len(todo)
-
-
-def _metrics(store: JobStore, key: str) -> dict[str, float] | None:
-    done = store.done(key)
-    if done is None or done.get("status") not in (None, "ok"):
-        return None
-    return final_metrics(done)
-
-
-def run_bench(cells: list[BenchCell], tasks: list[BenchTask], out: str | Path, executor: str = "local",
-              address: str | None = None, workers: int | None = None, quick: bool = False,
-              progress: bool = True) -> dict[str, Any]:
-    """Search, then final runs, for every (task, cell); returns the results (also written to
-    OUT/results.json and OUT/runs.csv). One command at a time holds OUT."""
-    with hold(out):
-        return _run_bench_held(cells, tasks, Path(out), executor, address, workers, quick, progress)
-
-
-def _run_bench_held(cells: list[BenchCell], tasks: list[BenchTask], out: Path, executor: str, address: str | None,
-                    workers: int | None, quick: bool, progress: bool) -> dict[str, Any]:
-    store = JobStore(out / "jobs")
-    run = make_executor(executor, address, workers)
-    rates, search_seeds, final_seeds = ((LEARNING_RATES[1],), SEARCH_SEEDS[:1], FINAL_SEEDS[:2]) if quick else \
-        (LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS)
-    started = time.time()
+def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False) -> BenchPlan:
+    """The benchmark of ``cells`` on ``tasks``: each (task, cell) a configuration at the task's budget,
+    the same learning-rate search for every one, the winners retrained on fresh seeds."""
+    rates, search_seeds, final_seeds, epochs = LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS, None
+    if quick:
+        rates, search_seeds, final_seeds, epochs = LEARNING_RATES[1:2], SEARCH_SEEDS[:1], FINAL_SEEDS[:2], 2
     sizes = {(t.name, c.label): _sizes(t, c) for t in tasks for c in cells}
-    search = [Job(_job_id(t, c, lr, s), _settings(t, c, sizes[t.name, c.label][0], lr, s),
-                  store.folder(_job_id(t, c, lr, s)))
-              for t in tasks for c in cells for lr in rates for s in search_seeds]
-    if quick:
-        for _, settings, _ in search:
-            settings["epochs"] = 2
-    trained = _run(search, store, run, progress)
-    chosen = {}
-    for t in tasks:
-        for c in cells:
-            def dev(lr, t=t, c=c):
-                losses = [(_metrics(store, _job_id(t, c, lr, s)) or {}).get("dev_loss", np.inf) for s in search_seeds]
-                return float(np.mean(losses)) if np.all(np.isfinite(losses)) else np.inf
-            chosen[t.name, c.label] = min(rates, key=dev)
-    final = [Job(_job_id(t, c, chosen[t.name, c.label], s),
-                 _settings(t, c, sizes[t.name, c.label][0], chosen[t.name, c.label], s),
-                 store.folder(_job_id(t, c, chosen[t.name, c.label], s)))
-             for t in tasks for c in cells for s in final_seeds]
-    if quick:
-        for _, settings, _ in final:
-            settings["epochs"] = 2
-    trained += _run(final, store, run, progress)
-    results = summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_seeds)
-    results["seconds"] = time.time() - started
-    results["runs"], results["trained_now"] = len(search) + len(final), trained
-    results["compute_seconds"] = sum(_seconds(store, key) for key, _, _ in search + final)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    return results
+    specs = [RunSpec(c.label, t.task, group=t.name, task_options=dict(t.task_options),
+                     settings={**t.settings, **({"epochs": epochs} if epochs else {}), "cell": c.cell,
+                               "hidden": sizes[t.name, c.label][0], "engine": _engine(c), **c.options})
+             for t in tasks for c in cells]
+    search = (f'metric = "dev_loss"\nmode = "min"\nseeds = {len(search_seeds)}\n'
+              f'[search]\nlr = [{", ".join(repr(r) for r in rates)}]\n')
+    experiment = Experiment(
+        name="bench-cells", title="Cells side by side: the rnnlab cell benchmark", study="rnnlab",
+        about="every cell at a matched parameter budget, tuned alike, compared over seeds",
+        specs=lambda _quick: specs, metric_names=sorted({t.metric for t in tasks} | {"dev_loss"}),
+        search=search, failed_runs=COUNT)
+    return BenchPlan(experiment, tuple(tasks), tuple(cells), sizes, rates, search_seeds, final_seeds, quick)
 
 
-def _seconds(store: JobStore, key: str) -> float:
-    done = store.done(key) or {}
-    return float(done.get("seconds_total", 0.0) or 0.0)
+@dataclass
+class BenchResults:
+    """What the benchmark found (``OUT/results.json``, published as ``cells.json``): per (task, cell) the
+    final runs' values and summary (``rows``), every comparison, every claim, and what ran."""
+
+    rows: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    learning_rates: list[float]
+    search_seeds: list[int]
+    final_seeds: list[int]
+    tasks: list[dict[str, Any]]
+    cells: list[dict[str, Any]]
+    seconds: float
+    runs: int
+    trained_now: int
+    compute_seconds: float
+    machine: str = ""
+    command: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, default=float)
+
+    @classmethod
+    def load(cls, path: str | Path) -> BenchResults:
+        """Stored results; a file that is not names itself and what is missing."""
+        data = read_json(path)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or not {f.name for f in dataclasses.fields(cls)
+                                              if f.default is dataclasses.MISSING} <= set(data) <= fields:
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"{path}: not cell-benchmark results (expected the keys {sorted(fields)}, got {got})")
+        return cls(**data)
 
 
-def summarise(cells, tasks, store, sizes, chosen, rates, search_seeds, final_seeds) -> dict[str, Any]:
-    """Per (task, cell): hidden, parameters, the rate chosen, the final runs' metric (failed runs
-    counted); per task: every cell against each baseline; per claim: the verdict on each task."""
+def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address: str | None = None,
+              workers: int | None = None, progress: bool = True) -> BenchResults:
+    """The plan's searches, then its final runs, through the study pipeline, judged; the results are
+    also written to OUT/results.json. One command at a time holds OUT."""
+    out = Path(out)
+    with hold(out):
+        started = time.time()
+        tuned = tune_experiment(plan.experiment, out, quick=plan.quick, executor=executor, address=address,
+                                workers=workers, progress=progress)
+        study = run_experiment(tuned.experiment, out, seeds=len(plan.final_seeds), workers=workers, quick=plan.quick,
+                               progress=progress, executor=executor, address=address)
+        searched = [r for search in tuned.searches.values() for r in search["records"]]
+        lrs = {c["key"]: c["settings"]["lr"] for c in study.configurations}
+        rows = _rows(plan, study.runs, lrs)
+        results = BenchResults(
+            rows, **judge(rows, list(plan.tasks), [c.label for c in plan.cells]),
+            learning_rates=list(plan.learning_rates), search_seeds=list(plan.search_seeds),
+            final_seeds=list(plan.final_seeds), tasks=[vars(t) for t in plan.tasks],
+            cells=[vars(c) for c in plan.cells], seconds=time.time() - started, runs=len(searched) + len(study.runs),
+            trained_now=sum(s["trained_now"] for s in tuned.searches.values()) + study.trained_now,
+            compute_seconds=study.compute_seconds + sum(r["metrics"].get("seconds_total", r["seconds"] or 0.0)
+                                                        for r in searched))
+        (out / "results.json").write_text(results.to_json())
+        return results
+
+
+def _rows(plan: BenchPlan, runs: list[Run], lrs: dict[str, float]) -> list[dict[str, Any]]:
+    """Per (task, cell): hidden, parameters, the rate chosen and the final runs' metric, a failed run counted."""
     rows = []
-    for t in tasks:
-        for c in cells:
-            lr = chosen[t.name, c.label]
-            got = [_metrics(store, _job_id(t, c, lr, s)) for s in final_seeds]
-            vals = np.array([m[t.metric] for m in got if m is not None and t.metric in m], dtype=np.float64)
+    for t in plan.tasks:
+        for c in plan.cells:
+            key = plan.key(t, c)
+            mine = [r for r in runs if r.key == key]
+            vals = np.array([r.metrics[t.metric] for r in mine if t.metric in r.metrics], dtype=np.float64)
             summary = mean_std_interval(vals) if vals.size > 1 else {}
             if summary:      # an interval of a loss or an accuracy stays inside the metric's range
                 summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
                                                                       metric_info(t.metric).bounds)
-            rows.append({"task": t.name, "cell": c.label, "hidden": sizes[t.name, c.label][0],
-                         "params": sizes[t.name, c.label][1], "lr": lr, "runs": int(vals.size),
-                         "failed": len(final_seeds) - int(vals.size), "values": vals.tolist(), **summary})
-    return {"rows": rows, **judge(rows, tasks, [c.label for c in cells]), "learning_rates": list(rates),
-            "search_seeds": list(search_seeds), "final_seeds": list(final_seeds),
-            "tasks": [vars(t) for t in tasks], "cells": [vars(c) for c in cells]}
+            rows.append({"task": t.name, "cell": c.label, "hidden": plan.sizes[t.name, c.label][0],
+                         "params": plan.sizes[t.name, c.label][1], "lr": lrs[key], "runs": int(vals.size),
+                         "failed": len(mine) - int(vals.size), "values": vals.tolist(), **summary})
+    return rows
 
 
-def rejudge(results: dict[str, Any]) -> dict[str, Any]:
+def rejudge(results: BenchResults) -> BenchResults:
     """Stored benchmark results (``cells.json``) judged again by today's rules from their per-seed values,
     with today's task definitions (their margins); nothing retrains."""
     known = {t.name: t for t in TASKS}
-    tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results["tasks"]]
-    return {**results, "tasks": [vars(t) for t in tasks],
-            **judge(results["rows"], tasks, [c["label"] for c in results["cells"]])}
+    tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
+    return dataclasses.replace(results, tasks=[vars(t) for t in tasks],
+                               **judge(results.rows, tasks, [c["label"] for c in results.cells]))
 
 
 DECIDING_TEST = ("the exact permutation test of the difference in means (every split of the 2 × 10 seeds), "

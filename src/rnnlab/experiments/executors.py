@@ -27,7 +27,8 @@ from typing import Any, NamedTuple
 
 from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
 from rnnlab.engines.threads import blas_threads, cpu_cores
-from rnnlab.experiments.settings import SPLITS, build, final_metrics, run_record, train_config
+from rnnlab.experiments.results import run_metrics
+from rnnlab.experiments.settings import SPLITS, build, run_record, train_config
 from rnnlab.files import atomic_write, read_json, read_json_lines
 from rnnlab.train import CHECKPOINT
 
@@ -85,7 +86,7 @@ STORED_FILES = ("metrics.csv", CHECKPOINT, "result.json")    # what a job folder
 
 def _outcome(status: str, started: float, error: str = "", result: dict[str, Any] | None = None,
              replicas: int = 1) -> dict[str, Any]:
-    return {"status": status, "error": error, "metrics": final_metrics(result) if result else {},
+    return {"status": status, "error": error, "metrics": run_metrics(result) if result else {},
             "history": result["history"] if result else [], "seconds": time.perf_counter() - started,
             "replicas": replicas}
 

@@ -15,8 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
 RUN_COLUMNS = ("key", "group", "label", "seed")     # a run's identity in runs.csv; every other column is a metric
+OK = "ok"
+
+
+def run_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """Every number a finished run's ``result.json`` measures: its final metrics (``{split}_{metric}``:
+    dev_loss, test_solved, …), its training facts (num_params, best_epoch, seconds_total, …) and
+    ``seconds_per_epoch``, the median epoch (the first one also pays the kernels' one-time compilation).
+    The one definition behind a study's runs.csv and a sweep's trials.csv."""
+    metrics = {k: v for k, v in result.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in RUN_COLUMNS}
+    history = result.get("history", [])
+    if history:
+        metrics["seconds_per_epoch"] = float(np.median([h["seconds"] for h in history]))
+    return metrics
 
 
 @dataclass
@@ -32,6 +48,15 @@ class Run:
     label: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    status: str = OK             # "diverged" or "failed": no metrics, counted where a study counts failures
+
+    @classmethod
+    def from_result(cls, key: str, seed: int, result: dict[str, Any], group: str = "", label: str = "",
+                    settings: dict[str, Any] | None = None) -> Run:
+        """The run a job folder's ``result.json`` records (a failed run's: its status, no metrics)."""
+        status = result.get("status", OK)
+        return cls(key, seed, run_metrics(result) if status == OK else {}, group, label, settings or {},
+                   result.get("history", []) if status == OK else [], status)
 
     def row(self) -> dict[str, Any]:
         """The run as one row of runs.csv: its identity, then its metrics."""

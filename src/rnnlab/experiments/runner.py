@@ -20,26 +20,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rnnlab.analysis.steps import Findings, run_steps
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import Job, JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
-from rnnlab.experiments.results import RUN_COLUMNS, Run, StudyResults, Verdict
+from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.settings import (
     check_cell_unchanged,
     complete_settings,
     default_settings,
     load_trained,
     resolve_engine,
+    run_record,
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.files import SET_ASIDE, hold, read_json, set_aside
 from rnnlab.train import CHECKPOINT, load_checkpoint
 from rnnlab.version import __version__
+
+STOP, COUNT = "stop", "count"      # what a diverged or failed run does to a study: stop it, or count as failed
 
 
 @dataclass
@@ -117,7 +118,10 @@ class Experiment:
     group-sequential plan that chooses the seeds of the claims' configurations as results come in
     (``statistics.SequentialPlan``), used unless a fixed number of seeds is asked for. ``first_seed``:
     seeds are first_seed, first_seed + 1, …; a tuned study starts at ``FRESH_FIRST_SEED``, so that
-    its runs are never the search's own (the seeds that won the selection would flatter the winner)."""
+    its runs are never the search's own (the seeds that won the selection would flatter the winner).
+    ``failed_runs``: ``"stop"`` (a run that diverges or fails stops the study, naming it: a study
+    reproduces settings that train) or ``"count"`` (it is kept as failed and counts against its
+    configuration: a benchmark, where failing is part of what a cell is judged on)."""
 
     name: str
     title: str
@@ -135,8 +139,11 @@ class Experiment:
     tune: list[str] | None = None
     sequential: SequentialPlan | None = None
     first_seed: int = 0
+    failed_runs: str = STOP
 
     def __post_init__(self) -> None:
+        if self.failed_runs not in (STOP, COUNT):
+            raise ValueError(f"experiment {self.name}: failed_runs is {STOP!r} or {COUNT!r}, got {self.failed_runs!r}")
         for (key, metric), value in self.published.items():
             check_published(key, metric, value)
 
@@ -166,19 +173,25 @@ def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     return None if record is None else complete_settings(record["settings"])
 
 
-def _store_finished(jobs: list[tuple[str, dict, Path]], run: Callable, store: JobStore, progress: bool) -> None:
+def _store_finished(jobs: list[Job], run: Callable, store: JobStore, progress: bool, failed_runs: str) -> None:
     """Run the jobs on an executor (``executors.executor``) and keep each one's folder as it finishes
-    (what a worker on another machine shipped back); a study's run that diverges or fails stops the
-    study, naming the run."""
-    dirs = {name: job_dir for name, _, job_dir in jobs}
+    (what a worker on another machine shipped back). A run that diverges or fails stops the study, naming
+    the run, or, where the experiment counts failed runs, is kept as one (its status and settings)."""
+    by_key = {job.key: job for job in jobs}
     for i, (name, outcome) in enumerate(run(jobs), 1):
+        job = by_key[name]
         if "files" in outcome:
-            store.keep(Path(dirs[name]).name, outcome["files"])
+            store.keep(Path(job.folder).name, outcome["files"])
+        if outcome["status"] != "ok" and failed_runs == STOP:
+            raise StudyRunFailed(f"{name}: {outcome['status']}: {outcome['error']} (folder {job.folder})")
         if outcome["status"] != "ok":
-            raise StudyRunFailed(f"{name}: {outcome['status']}: {outcome['error']} (folder {dirs[name]})")
+            store.keep(Path(job.folder).name, {}, {"status": outcome["status"], "error": outcome["error"],
+                                                   "run": run_record(job.settings, None)})
         if progress:
             together = f" ({outcome['replicas']} together)" if outcome.get("replicas", 1) > 1 else ""
-            _progress(i, len(jobs), name, f"trained in {outcome['seconds']:.1f} s{together}")
+            done = f"trained in {outcome['seconds']:.1f} s" if outcome["status"] == "ok" else \
+                f"{outcome['status']} after {outcome['seconds']:.1f} s (kept, counted as failed)"
+            _progress(i, len(jobs), name, done + together)
 
 
 def aggregate_seeds(specs: list[RunSpec], runs: list[Run], metrics: list[str]) -> list[dict]:
@@ -236,7 +249,7 @@ def _run_held(exp: Experiment, exp_dir: Path, seeds: int | None, workers: int | 
         kept = set_aside(exp_dir / "jobs", "replaced-by-force", exp_dir)
         if progress:
             print(f"{exp.name}: --force: the stored runs are kept in {kept}", file=sys.stderr)
-    train = functools.partial(_train, context, counts, workers, progress, run, exp.name)
+    train = functools.partial(_train, context, counts, workers, progress, run, exp.name, exp.failed_runs)
     trained, decided = _train_looks(exp, context, counts, plan, first, train, progress)
     runs = _load_runs(context, counts)
     context.runs = runs
@@ -342,7 +355,8 @@ def _seeds(context: Context, count: int) -> range:
     return range(context.first_seed, context.first_seed + count)
 
 
-def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, run: Callable, name: str) -> int:
+def _train(context: Context, counts: dict[str, int], workers: int, progress: bool, run: Callable, name: str,
+           failed_runs: str) -> int:
     """Train the jobs of ``counts[key]`` seeds per configuration that are not stored yet; returns how many.
     A stored job whose settings differ from its configuration's now (``--quick`` against a full run, an
     rnnlab upgrade) is set aside, never deleted; one whose cell file changed since it ran is refused."""
@@ -372,7 +386,7 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
                  if aside else "")
         print(f"{name}: {len(jobs)} runs to train ({resumed} continue from an interrupted run's last checkpoint"
               f"{moved}), {skipped} already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
-    _store_finished(jobs, run, context.store, progress)
+    _store_finished(jobs, run, context.store, progress, failed_runs)
     return len(jobs)
 
 
@@ -382,11 +396,6 @@ def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
     for spec in context.specs:
         for seed in _seeds(context, counts[spec.key]):
             result = read_json(context.job_dir(spec, seed) / "result.json")
-            metrics = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                       and k not in RUN_COLUMNS}
-            history = result.get("history", [])
-            if history:     # the median: the first epoch also pays the kernels' one-time compilation
-                metrics["seconds_per_epoch"] = float(np.median([h["seconds"] for h in history]))
-            runs.append(Run(spec.key, seed, metrics, spec.group, spec.label,
-                            complete_settings(result["run"]["settings"]), history))
+            runs.append(Run.from_result(spec.key, seed, result, spec.group, spec.label,
+                                        complete_settings(result["run"]["settings"])))
     return runs

@@ -178,7 +178,8 @@ SPLITS = ("train", "dev", "test")
 
 
 def final_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """The final metrics of a run's result, named ``{split}_{metric}`` (dev_loss, test_solved, ...)."""
+    """The split metrics of an epoch's report, named ``{split}_{metric}`` (dev_loss, test_solved, ...): what
+    Ray Tune last heard from a trial it stopped; a finished run's numbers are ``results.run_metrics``."""
     return {k: float(v) for k, v in result.items()
             if k.split("_")[0] in SPLITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
@@ -282,10 +283,13 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_record(settings: dict[str, Any], task: Task) -> dict[str, Any]:
+def run_record(settings: dict[str, Any], task: Task | None) -> dict[str, Any]:
     """What a run stores about what it ran: its settings, the task's facts (the sha256 of its data files
-    among them) and, for a cell named by file, that file's sha256."""
-    record = {"settings": settings, "task_info": jsonable(task.info)}
+    among them; none for a run that failed before its task was built) and, for a cell named by file, that
+    file's sha256."""
+    record: dict[str, Any] = {"settings": settings}
+    if task is not None:
+        record["task_info"] = jsonable(task.info)
     digest = cell_file_sha256(settings.get("cell"))
     if digest is not None:
         record["cell_sha256"] = digest

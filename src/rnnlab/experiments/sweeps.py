@@ -29,6 +29,7 @@ twice. The executors (``rnnlab.experiments.executors``) only run trials and hand
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -43,7 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,7 +52,7 @@ from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import Job, JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
-from rnnlab.experiments.runner import Experiment, RunSpec
+from rnnlab.experiments.runner import STOP, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
@@ -518,11 +519,18 @@ def quick_version(sweep: Sweep) -> Sweep:
 
 
 def produced_metrics(trial: Trial) -> list[str]:
-    """The final metrics a trial of this task reports, read off an untrained model (0 epochs)."""
-    outcome = run_job(dict(trial.settings, epochs=0))
-    if outcome["status"] != "ok":
-        raise ValueError(f"task {trial.settings['task']}: could not be built or evaluated ({outcome['error']})")
-    return sorted(outcome["metrics"])
+    """The final metrics a trial of this task reports, read off an untrained model (0 epochs); asked once
+    per task and task options (a study's searches share them)."""
+    task = json.dumps([trial.settings["task"], trial.settings.get("task_options", {})], sort_keys=True, default=str)
+    if task not in _PRODUCED:
+        outcome = run_job(dict(trial.settings, epochs=0))
+        if outcome["status"] != "ok":
+            raise ValueError(f"task {trial.settings['task']}: could not be built or evaluated ({outcome['error']})")
+        _PRODUCED[task] = sorted(outcome["metrics"])
+    return _PRODUCED[task]
+
+
+_PRODUCED: dict[str, list[str]] = {}
 
 
 def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
@@ -533,17 +541,35 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
     (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric;
     ``replicas`` trains the trials that differ only in seed and learning rate as one JAX program.
     One command at a time holds ``out_dir``."""
-    with hold(out_dir, command):
-        return _run_sweep_held(sweep, Path(out_dir), executor, address, workers, force, progress, early_stop,
-                               replicas, command)
+    return run_sweeps([(sweep, Path(out_dir))], executor=executor, address=address, workers=workers, force=force,
+                      progress=progress, early_stop=early_stop, replicas=replicas, command=command)[0]
 
 
-def _run_sweep_held(sweep: Sweep, out_dir: Path, executor: str, address: str | None, workers: int | None,
-                    force: bool, progress: bool, early_stop: str | None, replicas: bool,
-                    command: str) -> dict[str, Any]:
-    run = make_executor(executor, address, workers, early_stop, sweep.metric, sweep.mode, replicas)
+def run_sweeps(sweeps: list[tuple[Sweep, Path]], *, executor: str = "local", address: str | None = None,
+               workers: int | None = None, force: bool = False, progress: bool = True, early_stop: str | None = None,
+               replicas: bool = False, command: str = "") -> list[dict[str, Any]]:
+    """``run_sweep`` for several sweeps, each in its own folder, their trials trained as one batch on one
+    executor (a study's searches, one per configuration, fill a cluster together)."""
+    with contextlib.ExitStack() as held:
+        for _, out_dir in sweeps:
+            held.enter_context(hold(out_dir, command))
+        early = sweeps[0][0] if early_stop else None    # ASHA's metric and mode, which one batch shares
+        if early and len({(sweep.metric, sweep.mode) for sweep, _ in sweeps}) > 1:
+            raise ValueError("--early-stop asha: the sweeps of one batch must share their metric and mode")
+        run = make_executor(executor, address, workers, early_stop, early and early.metric, early and early.mode,
+                            replicas)
+        started = time.perf_counter()
+        stores = [TrialStore(out_dir) for _, out_dir in sweeps]
+        todos = [_trials_to_train(sweep, store, force) for (sweep, _), store in zip(sweeps, stores)]
+        _train_trials(run, list(zip([s for s, _ in sweeps], stores, todos)), executor, progress)
+        return [_sweep_summary(sweep, store, len(todo), executor, started, command)
+                for (sweep, _), store, todo in zip(sweeps, stores, todos)]
+
+
+def _trials_to_train(sweep: Sweep, store: TrialStore, force: bool) -> list[Trial]:
+    """The sweep's trials not stored yet (all of them with ``force``, which forgets the stored ones); a
+    metric the task does not produce is refused first, naming the sweep file's line."""
     trials = sweep.trials()
-    store = TrialStore(out_dir)
     stored = [] if force else [r for r in (store.record(t) for t in trials) if r is not None and r["status"] == "ok"]
     if not any(sweep.metric in r["metrics"] for r in stored):   # a stored trial that reports it is proof enough
         produced = produced_metrics(trials[0])   # (building and evaluating PTB's untrained model takes a minute)
@@ -554,24 +580,39 @@ def _run_sweep_held(sweep: Sweep, out_dir: Path, executor: str, address: str | N
     if force:
         for trial in trials:
             store.forget(trial)
-    todo = [t for t in trials if store.record(t) is None]
+    return [t for t in trials if store.record(t) is None]
+
+
+def _train_trials(run: Callable, batch: list[tuple[Sweep, TrialStore, list[Trial]]], executor: str,
+                  progress: bool) -> None:
+    """Every sweep's trials to train, on one executor; each kept in its sweep's store as it finishes."""
+    # a job's key names its sweep too: two sweeps of a batch may hold the same trial (same settings and seed)
+    owner = {f"{i}/{t.id}": (sweep, store, t) for i, (sweep, store, todo) in enumerate(batch) for t in todo}
     if progress:
-        print(f"sweep {sweep.source}: {len(trials)} trials, {len(trials) - len(todo)} already stored, "
-              f"{len(todo)} to train ({executor})", file=sys.stderr)
-    started = time.perf_counter()
-    bar = progress_bar(len(todo), progress)
-    by_id = {t.id: t for t in trials}
-    for trial_id, outcome in run([Job(t.id, t.settings, None) for t in todo]):
-        store.store(by_id[trial_id], outcome)
-        write_trials_csv(store, sweep, trials)
+        for sweep, _, todo in batch:
+            total = len(sweep.trials())
+            print(f"sweep {sweep.source}: {total} trials, {total - len(todo)} already stored, {len(todo)} to train "
+                  f"({executor})", file=sys.stderr)
+    bar = progress_bar(len(owner), progress)
+    for key, outcome in run([Job(key, t.settings, None) for key, (_, _, t) in owner.items()]):
+        sweep, store, trial = owner[key]
+        store.store(trial, outcome)
+        write_trials_csv(store, sweep, sweep.trials())
         if bar is not None:
             bar.update(1)
             bar.set_postfix(status=outcome["status"])
     if bar is not None:
         bar.close()
+
+
+def _sweep_summary(sweep: Sweep, store: TrialStore, trained_now: int, executor: str, started: float,
+                   command: str) -> dict[str, Any]:
+    """trials.csv, each group's best settings (``best/GROUP.toml``), the call's line in calls.jsonl, and the
+    summary ``run_sweep`` returns."""
+    trials = sweep.trials()
     records = write_trials_csv(store, sweep, trials)
     summary = summarize(sweep, records)
-    best_dir = Path(out_dir) / "best"
+    best_dir = store.dir / "best"
     best_dir.mkdir(exist_ok=True)
     for group in summary:
         if group["configs"] and "mean" in group["configs"][0]:
@@ -581,17 +622,17 @@ def _run_sweep_held(sweep: Sweep, out_dir: Path, executor: str, address: str | N
             text = to_toml(best_settings(sweep, trials, top["config"]), header)
             safe = re.sub(r"[^A-Za-z0-9_.=,-]", "_", group["group"])
             atomic_write(best_dir / f"{safe}.toml", lambda f, t=text: f.write(t.encode()))
+    seconds = time.perf_counter() - started
     return {"source": sweep.source, "task": sweep.task, "metric": sweep.metric, "mode": sweep.mode,
             "seeds": sweep.seeds, "samples": sweep.samples, "searched": sweep.searched,
             "log_axes": [k for k, d in sweep.sampled.items() if d.log], "trials": len(trials),
             "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
             + list(sweep.sampled),
-            "trained_now": len(todo), "seconds": time.perf_counter() - started,
+            "trained_now": trained_now, "seconds": seconds,
             "executor": executor, "groups": summary, "records": records,
-            "comparisons": compare_first_axis(sweep, records), "calls": log_call(out_dir, {
-                "command": command, "date": time.strftime("%Y-%m-%d"), "seconds": time.perf_counter() - started,
-                "trained_now": len(todo), "executor": executor})}
-
+            "comparisons": compare_first_axis(sweep, records), "calls": log_call(store.dir, {
+                "command": command, "date": time.strftime("%Y-%m-%d"), "seconds": seconds,
+                "trained_now": trained_now, "executor": executor})}
 
 
 # -- a study's own search (reproduce NAME --tune) --------------------------------------------------
@@ -623,19 +664,49 @@ def _edge_of_search(best: dict[str, Any], configs: list[dict[str, Any]]) -> str:
 MIN_SELECTION_SEEDS = 2
 
 
+def _choose(exp: Experiment, spec: RunSpec, sweep: Sweep, summary: dict[str, Any],
+            folder: Path) -> tuple[dict[str, Any], str]:
+    """The configuration with the best mean over the search's seeds, among those whose seeds all
+    finished, and the line saying so. Where none finished, a study stops; an experiment that counts
+    failed runs keeps the first configuration searched, whose runs then count as failed if they fail."""
+    configs = [c for g in summary["groups"] for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
+    tried = sum(len(g["configs"]) for g in summary["groups"])
+    if not configs and exp.failed_runs == STOP:
+        raise ValueError(f"--tune: no trial of {spec.key} finished; see {folder / 'trials.csv'}")
+    if not configs:
+        first = sweep.trials()[0].values
+        return first, f"{spec.key}: no configuration of {tried} finished; the first, {_shown(first)}, kept"
+    best = min(configs, key=lambda c: c["mean"] if sweep.mode == "min" else -c["mean"])
+    spread = f"± {best['std']:.2g}" if best["seeds"] > 1 else "on one seed"
+    return best["values"], (f"{spec.key}: {_shown(best['values'])} ({sweep.metric} {best['mean']:.4g} {spread}, best "
+                            f"of {tried} configurations{_edge_of_search(best, configs)})")
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())
+
+
+class Tuned(NamedTuple):
+    """A study tuned by its search: the study to train (``NAME-tuned``) and each search's summary, by
+    configuration key (``run_sweep``'s: its trials, records and what trained now)."""
+
+    experiment: Experiment
+    searches: dict[str, dict[str, Any]]
+
+
 def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = False, force: bool = False,
                     executor: str = "local", address: str | None = None, workers: int | None = None,
-                    progress: bool = True) -> Experiment:
+                    progress: bool = True) -> Tuned:
     """Run the study's search for each configuration it tunes and return the study with each of
     them set to its best configuration (by the mean over the search's seeds, at least
     ``MIN_SELECTION_SEEDS``), as ``NAME-tuned``, whose runs start at ``FRESH_FIRST_SEED``: seeds the
-    search never trained, so the runs that won the selection are not the ones reported."""
+    search never trained, so the runs that won the selection are not the ones reported. The searches'
+    trials train as one batch on one executor."""
     if not exp.search:
         raise ValueError(f"--tune: the study {exp.name} declares no search")
     specs = exp.specs(quick)
     tuned = set(exp.tune or [s.key for s in specs])
-    chosen: dict[str, dict[str, Any]] = {}
-    lines = []
+    searches = {}
     for spec in specs:
         if spec.key not in tuned:
             continue
@@ -643,19 +714,16 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
         if sweep.seeds < MIN_SELECTION_SEEDS and not quick:
             raise ValueError(f"--tune: the search of {exp.name} trains {sweep.seeds} seed per configuration; selection "
                              f"on one seed rewards a lucky seed: give it seeds = {MIN_SELECTION_SEEDS} or more")
-        folder = Path(out_root) / f"{exp.name}-tuned" / "search" / spec.key
-        summary = run_sweep(sweep, folder, executor=executor, address=address, workers=workers, force=force,
-                            progress=progress)
-        configs = [c for g in summary["groups"] for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
-        if not configs:
-            raise ValueError(f"--tune: no trial of {spec.key} finished; see {folder / 'trials.csv'}")
-        best = min(configs, key=lambda c: c["mean"] if sweep.mode == "min" else -c["mean"])
-        chosen[spec.key] = best["values"]
-        shown = ", ".join(f"{k} {v}" for k, v in best["values"].items())
-        spread = f"± {best['std']:.2g}" if best["seeds"] > 1 else "on one seed"
-        lines.append(f"{spec.key}: {shown} ({sweep.metric} {best['mean']:.4g} {spread}, best of "
-                     f"{sum(len(g['configs']) for g in summary['groups'])} configurations"
-                     f"{_edge_of_search(best, configs)})")
+        searches[spec.key] = (sweep, Path(out_root) / f"{exp.name}-tuned" / "search" / spec.key)
+    summaries = dict(zip(searches, run_sweeps(list(searches.values()), executor=executor, address=address,
+                                              workers=workers, force=force, progress=progress)))
+    chosen: dict[str, dict[str, Any]] = {}
+    lines = []
+    for spec in specs:
+        if spec.key in searches:
+            sweep, folder = searches[spec.key]
+            chosen[spec.key], line = _choose(exp, spec, sweep, summaries[spec.key], folder)
+            lines.append(line)
     searched = ", ".join(parse_sweep(f'task = "{specs[0].task}"\n{exp.search}').searched)
 
     def tuned_specs(q: bool) -> list[RunSpec]:   # the configurations the study does not tune are not rerun
@@ -665,8 +733,8 @@ def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = Fals
     note = (f"Tuned: {searched} of each configuration chosen by the study's search ({exp.name}-tuned/search/"
             f"KEY/report.html beside the results), then trained over seeds {FRESH_FIRST_SEED}, {FRESH_FIRST_SEED + 1}, "
             f"…, none of which the search trained; " + "; ".join(lines) + ".")
-    return dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
-                               claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
-                               published={k: v for k, v in exp.published.items() if k[0] in tuned},
-                               reasons={k: v for k, v in exp.reasons.items() if k[0] in tuned},
-                               notes=[*exp.notes, note], first_seed=FRESH_FIRST_SEED)
+    return Tuned(dataclasses.replace(exp, name=f"{exp.name}-tuned", title=f"{exp.title} (tuned)", specs=tuned_specs,
+                                     claims=[c for c in exp.claims if c.better in tuned and c.worse in tuned],
+                                     published={k: v for k, v in exp.published.items() if k[0] in tuned},
+                                     reasons={k: v for k, v in exp.reasons.items() if k[0] in tuned},
+                                     notes=[*exp.notes, note], first_seed=FRESH_FIRST_SEED), summaries)

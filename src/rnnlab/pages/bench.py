@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from rnnlab.experiments.bench_cells import DECIDING_TEST, EQUIVALENCE_TEST
+from rnnlab.experiments.bench_cells import DECIDING_TEST, EQUIVALENCE_TEST, BenchResults, rejudge
 from rnnlab.files import publish_files
-from rnnlab.page import Heading, Page, Paragraph, Table, markdown
+from rnnlab.page import PAGE_JSON, Heading, Page, Paragraph, Table, markdown
 from rnnlab.pages.format import fmt_p, interval_text
+from rnnlab.pages.published import page_json_text
 
 
 def _bench_value(row: dict[str, Any]) -> str:
@@ -23,28 +23,28 @@ def _signed(x: float) -> str:
     return f"{x:+.3g}"
 
 
-def bench_cells_page(results: dict[str, Any]) -> Page:
+def bench_cells_page(results: BenchResults) -> Page:
     """docs/results/cells.md: the claims first (held on k of N tasks), then cell × task, then every
     comparison with its interval, raw and Holm-adjusted p, the exact p and P(A > B)."""
-    tasks = results["tasks"]
-    cells = [c["label"] for c in results["cells"]]
-    rows = {(r["task"], r["cell"]): r for r in results["rows"]}
-    n_final = len(results["final_seeds"])
+    tasks = results.tasks
+    cells = [c["label"] for c in results.cells]
+    rows = {(r["task"], r["cell"]): r for r in results.rows}
+    n_final = len(results.final_seeds)
     margins = {t["name"]: t["same_margin"] for t in tasks}
 
     page = Page("Cells side by side: the rnnlab cell benchmark")
     claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
                f"{len(c['holds'])} of {len(c['tasks'])}",
-               "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results["claims"]]
+               "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results.claims]
     page.blocks += [
         Paragraph(f"{len(cells)} cells × {len(tasks)} tasks at matched parameter budgets; each cell tuned on the same "
-                  f"search ({len(results['learning_rates'])} Adam learning rates × {len(results['search_seeds'])} "
+                  f"search ({len(results.learning_rates)} Adam learning rates × {len(results.search_seeds)} "
                   f"seeds, lowest mean dev loss), then retrained on {n_final} seeds disjoint from the search's "
-                  f"({results['final_seeds'][0]}–{results['final_seeds'][-1]}). Compute: "
-                  f"{results['compute_seconds'] / 3600:.2f} h of training summed over the {results['runs']} runs "
-                  f"(measured on {results['machine']}); this page's invocation trained {results['trained_now']} of "
-                  f"them in {results['seconds'] / 60:.1f} min and read the rest from the job store. "
-                  f"`{results['command']}`.",
+                  f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
+                  f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
+                  f"(measured on {results.machine}); this page's invocation trained {results.trained_now} of "
+                  f"them in {results.seconds / 60:.1f} min and read the rest from the job store. "
+                  f"`{results.command}`.",
                   kind="about"),
         Heading("Claims, task by task"),
         Paragraph(f"A claim 'better'/'worse' holds on a task when {DECIDING_TEST} finds the difference in that "
@@ -78,20 +78,42 @@ def bench_cells_page(results: dict[str, Any]) -> Page:
                 interval_text(f["low90"], f["high90"], fmt=_signed) + ": " +
                 ("within" if f["equivalent"] else "not within") +
                 f" ±{margins[f['task']]:g}"]
-               for f in results["comparisons"]]),
+               for f in results.comparisons]),
     ]
     return page
 
 
-def write_bench(results: dict[str, Any], out_dir: str | Path, target: Path | None = None) -> str:
+def write_bench(results: BenchResults, out_dir: str | Path, target: Path | None = None) -> str:
     """The benchmark's ``results.json`` and ``cells.md`` in ``out_dir``; with ``target``, the page published there
-    with its results beside it (``cells.json``), through the folder's manifest. Returns the page's Markdown."""
+    (``publish_bench``). Returns the page's Markdown."""
     out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=float))
+    (out_dir / "results.json").write_text(results.to_json())
     page = markdown(bench_cells_page(results))
     (out_dir / "cells.md").write_text(page)
     if target is not None:
-        publish_files(target.parent, {target.name: page.encode(),
-                                      target.with_suffix(".json").name: (out_dir / "results.json").read_bytes()},
-                      "bench-cells")
+        publish_bench(results, target)
     return page
+
+
+def published_files(target: Path) -> list[str]:
+    """What publishing the benchmark at ``target`` (``docs/results/cells.md``) writes, relative to its folder: the
+    page, the page as data and the results it was made from (``cells.json``)."""
+    return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
+
+
+def publish_bench(results: BenchResults, target: str | Path) -> Path:
+    """The page at ``target``, its data (``cells/page.json``) and its results (``cells.json``) beside it, through
+    the folder's manifest."""
+    target = Path(target)
+    page = bench_cells_page(results)
+    content = (markdown(page), page_json_text(page), results.to_json())
+    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)},
+                  "bench-cells")
+    return target
+
+
+def republish_bench(target: str | Path = "docs/results/cells.md") -> Path:
+    """The published benchmark judged again by today's rules from its stored per-seed values (``cells.json``,
+    ``bench_cells.rejudge``) and rendered again; nothing retrains and no Markdown is read."""
+    target = Path(target)
+    return publish_bench(rejudge(BenchResults.load(target.with_suffix(".json"))), target)

@@ -24,7 +24,12 @@ def write_page(page: Page, markdown_path: Path, json_path: Path, source: str | N
     """A published page: its data (``page.json``, with the file it was made from, ``source``) and its Markdown,
     rendered from the same ``Page``."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    data = page_to_dict(page) | ({"source": source} if source else {})
-    json_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    json_path.write_text(page_json_text(page, source))
     markdown_path.write_text(markdown(page))
     return markdown_path
+
+
+def page_json_text(page: Page, source: str | None = None) -> str:
+    """A published page's ``page.json``."""
+    data = page_to_dict(page) | ({"source": source} if source else {})
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
