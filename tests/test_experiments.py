@@ -153,6 +153,12 @@ def test_replicas_give_the_same_results_as_seed_by_seed_runs(tmp_path):
             assert b.metrics[metric] == pytest.approx(a.metrics[metric], rel=2e-3, abs=2e-3), metric
     job = json.loads((tmp_path / "replicas" / "mean-sign" / "jobs" / "rnn-64x2-s1" / "result.json").read_text())
     assert job["replicas"] == 2
+    from rnnlab.train import RunFolder
+
+    one, other = (RunFolder(tmp_path / way / "mean-sign" / "jobs" / "rnn-64x2-s1") for way in ("plain", "replicas"))
+    assert one.done() and other.done() and not other.can_resume()         # one layout, written by both trainers
+    assert {p.name for p in one.path.iterdir()} == {p.name for p in other.path.iterdir()} >= set(RunFolder.FILES)
+    assert one.record()[1]["settings"] == other.record()[1]["settings"]
 
 
 def test_replica_jobs_fall_back_to_seed_by_seed_where_replicas_cannot_train(tmp_path):

@@ -689,3 +689,22 @@ def test_a_damaged_stored_sweep_never_raises_a_traceback_nor_loses_a_file(stored
     code, _, err = cli(capsys, "sweep", stored / "sweep.toml", "--workers", "1", "--out", out)
     _check_nothing_lost(before, out, file, SWEEP_OUTPUTS, code, err)
     assert (out / "notes.txt").read_text() == "a reader's notes"
+
+
+@pytest.mark.parametrize("command", [("reproduce", "tiny", "--tune"), ("bench-cells", "rnn", "--quick"),
+                                     ("sweep", "SWEEP")])
+def test_every_command_refuses_executor_options_that_cannot_work_before_any_training(tmp_path, capsys, monkeypatch,
+                                                                                   command):
+    """One check of the executor options (``executors.check_executor``), run by each command before its
+    first job: --tune's search, the benchmark's plan and a sweep all stop at once, having trained nothing."""
+    _tiny(monkeypatch)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('task = "adding"\nmetric = "dev_loss"\n[settings]\nepochs = 1\nhidden = 3\n[search]\n'
+                     'lr = [0.01, 0.1]\n')
+    out = tmp_path / "out"
+    args = [str(sweep) if a == "SWEEP" else a for a in command]
+    for bad, message in ((["--address", "127.0.0.1:1"], "--address: only with --executor ray"),
+                         (["--workers", "0"], "--workers")):
+        code, _, err = cli(capsys, *args, *bad, "--out", out)
+        assert code == 2 and message in err, err
+        assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("trial.json"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shlex
 import sys
@@ -15,7 +14,7 @@ import numpy as np
 
 from rnnlab.cells.registry import CELLS, cell_class, is_cell_file, load_cell_file
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
-from rnnlab.experiments.executors import EXECUTORS, StudyRunFailed
+from rnnlab.experiments.executors import EXECUTORS, StudyRunFailed, check_executor
 from rnnlab.experiments.settings import (
     build,
     default_settings,
@@ -178,13 +177,13 @@ def _resume_settings(args: argparse.Namespace, settings: dict[str, Any], out: Pa
 def _refuse_stored_run(out: Path, overwrite: bool) -> None:
     """A folder that holds a run (finished or cut off) is not trained into anew unless ``--overwrite``
     says so; then the run's own files (and only those) are removed first."""
-    from rnnlab.experiments.executors import STORED_FILES
+    from rnnlab.train import RunFolder
 
-    held = [name for name in STORED_FILES if (out / name).is_file()]
+    held = [name for name in RunFolder.FILES if (out / name).is_file()]
     if not held:
         return
     if not overwrite:
-        state = "a finished run" if "result.json" in held else "an interrupted run's checkpoint"
+        state = "a finished run" if RunFolder(out).done() else "an interrupted run's checkpoint"
         raise ValueError(f"--out {out}: holds {state} ({', '.join(held)}); pass --resume to continue it, "
                          "--overwrite to replace it, or --out elsewhere")
     for name in held:
@@ -364,8 +363,7 @@ def _run_experiment(exp, args: argparse.Namespace) -> int:
 
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
-    if args.replicas and importlib.util.find_spec("jax") is None:
-        raise ValueError("--replicas: needs JAX; install it with pip install 'rnnlab[jax]'")
+    check_executor(args.executor, args.address, args.workers, replicas=args.replicas)
     if getattr(args, "tune", False):
         from rnnlab.experiments.sweeps import tune_experiment
 
@@ -410,11 +408,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from rnnlab.experiments.sweeps import load_sweep, quick_version, run_sweep
     from rnnlab.pages.sweep import sweep_summary_text, write_published_sweep, write_sweep_report
 
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers: expected at least 1, got {args.workers}")
-    if args.early_stop == "asha" and args.executor != "ray":
-        raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
-                         "early); the local executor trains every trial to the end")
+    check_executor(args.executor, args.address, args.workers, args.early_stop, args.replicas)
     sweep = load_sweep(args.file)
     if args.quick:
         sweep = quick_version(sweep)
@@ -574,6 +568,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
     if target is not None:
         publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells",
                       check_only=True)      # before training: a refused destination must not cost the runs
+    check_executor(args.executor, args.address, args.workers)
     plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick)
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line

@@ -34,7 +34,7 @@ import numpy as np
 
 from rnnlab.common import RowGradient
 from rnnlab.engines.threads import blas_threads, choose_threads
-from rnnlab.files import atomic_write
+from rnnlab.files import atomic_write, read_json
 from rnnlab.models import RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
@@ -159,6 +159,73 @@ def save_checkpoint(path: Path, model: RecurrentModel, optimizer, meta: dict, be
         arrays.update({f"best/{k}": v for k, v in best.items()})
     arrays["meta"] = np.array(json.dumps(meta))
     atomic_write(path, lambda f: np.savez(f, **arrays))
+
+
+RESULT, METRICS = "result.json", "metrics.csv"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run's folder, as every trainer writes it (``fit`` epoch by epoch, the replica trainer at the
+    end) and every reader finds it: ``metrics.csv`` (a row per epoch), ``checkpoint.npz`` (parameters,
+    and for a run that can continue, the optimizer, best-dev snapshot and progress) and ``result.json``,
+    written last: it marks the run done."""
+
+    path: Path
+
+    FILES = (METRICS, CHECKPOINT, RESULT)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / CHECKPOINT
+
+    @property
+    def result_path(self) -> Path:
+        return self.path / RESULT
+
+    def done(self) -> bool:
+        return self.result_path.is_file()
+
+    def can_resume(self) -> bool:
+        """An interrupted run: a checkpoint and no result."""
+        return self.checkpoint.is_file() and not self.done()
+
+    def result(self) -> dict[str, Any]:
+        return read_json(self.result_path)
+
+    def record(self) -> tuple[Path, Any] | None:
+        """Where the folder says what it trained, and that record (``run``): its result's, else the checkpoint's
+        of an interrupted run; None when nothing is stored."""
+        if self.done():
+            return self.result_path, self.result().get("run")
+        if self.checkpoint.is_file():
+            return self.checkpoint, load_checkpoint(self.checkpoint)[1].get("run")
+        return None
+
+    def write_metrics(self, history: list[dict]) -> None:
+        write_metrics(self.path / METRICS, history)
+
+    def append_metrics(self, row: dict[str, Any], history: list[dict]) -> None:
+        """The epoch's metrics.csv row (the whole file for the first epoch, or where it is missing)."""
+        if len(history) == 1 or not (self.path / METRICS).exists():
+            self.write_metrics(history)
+        else:
+            with open(self.path / METRICS, "a", newline="") as f:
+                csv.DictWriter(f, fieldnames=list(row)).writerow(row)
+
+    def save(self, model: RecurrentModel, optimizer: Any, meta: dict, best: dict | None) -> None:
+        save_checkpoint(self.checkpoint, model, optimizer, meta, best)
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        atomic_write(self.result_path, lambda f: f.write(json.dumps(result, indent=2, default=float).encode()))
+
+    def keep_finished(self, model: RecurrentModel, result: dict[str, Any]) -> None:
+        """A run trained elsewhere (the replica trainer), kept as ``fit`` keeps one: its history, its final
+        parameters (no optimizer state: it cannot continue), then its result."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.write_metrics(result["history"])
+        self.save(model, None, {"format": 1, "config": result["config"], "run": result["run"]}, None)
+        self.write_result(result)
 
 
 def load_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
@@ -303,7 +370,7 @@ def fit(
                 on_epoch(row)
             progress.seconds = seconds_before + time.perf_counter() - started
             if out is not None:
-                _append_metrics_row(out, row, progress.history)
+                RunFolder(out).append_metrics(row, progress.history)
                 last = progress.stopped_early or epoch + 1 == config.epochs
                 if last or kept_at is None or time.perf_counter() - kept_at >= config.checkpoint_seconds:
                     _save(out, model, optimizer, best, dict(meta_base, rng=rng.bit_generator.state,
@@ -321,7 +388,7 @@ def _save(out: Path, model: RecurrentModel, optimizer: Any, best: dict[str, np.n
           progress: Progress) -> None:
     """The checkpoint a resume continues from: parameters, optimizer slots, the best-dev snapshot, and in
     ``meta`` the config, RNG, schedule and progress."""
-    save_checkpoint(out / CHECKPOINT, model, optimizer, dict(meta, progress=_progress_state(progress)), best)
+    RunFolder(out).save(model, optimizer, dict(meta, progress=_progress_state(progress)), best)
 
 
 def _finish(model: RecurrentModel, best: dict[str, np.ndarray] | None, config: TrainConfig, run_info: dict | None,
@@ -340,7 +407,7 @@ def _finish(model: RecurrentModel, best: dict[str, np.ndarray] | None, config: T
         result.update(task_metrics(model))
     result["history"] = progress.history
     if out is not None:
-        atomic_write(out / "result.json", lambda f: f.write(json.dumps(result, indent=2).encode()))
+        RunFolder(out).write_result(result)
     return result
 
 
@@ -361,7 +428,7 @@ def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: 
         raise ValueError(f"checkpoint {out / CHECKPOINT}: cannot resume from it, its training state is damaged "
                          f"({type(err).__name__}: {err})") from None
     best = {k[5:]: v for k, v in arrays.items() if k.startswith("best/")} or None
-    write_metrics(out / "metrics.csv", progress.history)
+    RunFolder(out).write_metrics(progress.history)
     return progress, best
 
 
@@ -425,15 +492,6 @@ def train_step(model: RecurrentModel, batch: Any, h0: list | None, config: Train
     if not optimizer.step(grads, grad_scale=scale):
         raise _NonFinite(f"parameter {_first_non_finite(dict(model.params))!r} after the update")
     return loss, batch_stats, state
-
-
-def _append_metrics_row(out: Path, row: dict[str, Any], history: list[dict]) -> None:
-    """The epoch's metrics.csv row (the whole file for the first epoch, or where it is missing)."""
-    if len(history) == 1 or not (out / "metrics.csv").exists():
-        write_metrics(out / "metrics.csv", history)
-    else:
-        with open(out / "metrics.csv", "a", newline="") as f:
-            csv.DictWriter(f, fieldnames=list(row)).writerow(row)
 
 
 def _progress_state(progress: Progress) -> dict[str, Any]:

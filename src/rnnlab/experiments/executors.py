@@ -30,7 +30,7 @@ from rnnlab.engines.threads import blas_threads, cpu_cores
 from rnnlab.experiments.results import run_metrics
 from rnnlab.experiments.settings import SPLITS, build, run_record, train_config
 from rnnlab.files import atomic_write, read_json, read_json_lines
-from rnnlab.train import CHECKPOINT
+from rnnlab.train import RESULT, RunFolder
 
 THREAD_ENV = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 EXECUTORS = ("local", "ray")
@@ -81,7 +81,6 @@ class Job(NamedTuple):
     settings: dict[str, Any]        # the complete settings of one training run
     folder: str | Path | None       # where its result, metrics and parameters are kept (None: a sweep's trial,
                                     # whose outcome alone the driver stores)
-STORED_FILES = ("metrics.csv", CHECKPOINT, "result.json")    # what a job folder keeps; result.json marks it done
 
 
 def _outcome(status: str, started: float, error: str = "", result: dict[str, Any] | None = None,
@@ -93,7 +92,7 @@ def _outcome(status: str, started: float, error: str = "", result: dict[str, Any
 
 def _ship(folder: Path) -> dict[str, bytes]:
     """A job folder's files as bytes, for a driver on another machine to store."""
-    return {name: (folder / name).read_bytes() for name in STORED_FILES if (folder / name).is_file()}
+    return {name: (folder / name).read_bytes() for name in RunFolder.FILES if (folder / name).is_file()}
 
 
 class JobStore:
@@ -101,7 +100,7 @@ class JobStore:
     sweep's trials (``OUT/trials/ID``) alike. A job is done when its ``marker`` file exists; the marker is
     written last and atomically, so a kill in between leaves the job undone, and it trains again."""
 
-    def __init__(self, root: str | Path, marker: str = "result.json") -> None:
+    def __init__(self, root: str | Path, marker: str = RESULT) -> None:
         self.root, self.marker = Path(root), marker
 
     def folder(self, job_id: str) -> Path:
@@ -155,7 +154,7 @@ def run_job(settings: dict[str, Any], job_dir: str | Path | None = None, ship: b
             task, model = build(settings)
             result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"),
                          train_config(settings, progress=False), folder,
-                         resume=folder is not None and (folder / CHECKPOINT).is_file(),
+                         resume=folder is not None and RunFolder(folder).checkpoint.is_file(),
                          run_info=run_record(settings, task),
                          task_metrics=task.task_metrics, on_epoch=on_epoch)
         except TrainingDiverged as err:
@@ -169,14 +168,9 @@ def run_job(settings: dict[str, Any], job_dir: str | Path | None = None, ship: b
 
 
 def _store_replica(folder: Path, settings: dict[str, Any], task: Any, model: Any, result: dict[str, Any]) -> None:
-    """A replica's run kept like ``fit`` keeps one: metrics.csv, the trained parameters, result.json."""
-    from rnnlab.train import save_checkpoint, write_metrics
-
+    """A replica's run kept like ``fit`` keeps one (``train.RunFolder``), with what it ran."""
     result["run"] = run_record(settings, task)
-    write_metrics(folder / "metrics.csv", result["history"])
-    save_checkpoint(folder / CHECKPOINT, model, None, {"format": 1, "config": result["config"], "run": result["run"]},
-                    None)
-    atomic_write(folder / "result.json", lambda f: f.write(json.dumps(result, indent=2, default=float).encode()))
+    RunFolder(folder).keep_finished(model, result)
 
 
 def run_replica_group(settings_list: list[dict[str, Any]], job_dirs: list | None = None,
@@ -378,10 +372,12 @@ def run_ray_asha(jobs: list[Job], address: str | None, workers: int | None, metr
             CHANNELS.pop(channel, None)
 
 
-def executor(name: str, address: str | None = None, workers: int | None = None, early_stop: str | None = None,
-             metric: str = "dev_loss", mode: str = "min", replicas: bool = False) -> Callable:
-    """``jobs -> iterator of (key, outcome)`` for an executor name; ``replicas``: trials that differ
-    only in seed and learning rate train as one ``fit_replicas`` program (the jax extra)."""
+def check_executor(name: str, address: str | None = None, workers: int | None = None, early_stop: str | None = None,
+                   replicas: bool = False) -> None:
+    """Refuse executor options that cannot work together, naming the flag: what ``executor`` checks, which a
+    command also calls before any work (a search that trains first must not end in this error)."""
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers: expected at least 1, got {workers}")
     if replicas:
         import importlib.util
 
@@ -393,12 +389,19 @@ def executor(name: str, address: str | None = None, workers: int | None = None, 
         raise ValueError(f"--executor: unknown executor {name!r}; expected one of {EXECUTORS}")
     if early_stop not in (None, "asha"):
         raise ValueError(f"--early-stop: unknown scheduler {early_stop!r}; expected asha")
+    if name == "local" and address is not None:
+        raise ValueError("--address: only with --executor ray")
+    if name == "local" and early_stop is not None:
+        raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
+                         "early); the local executor trains every trial to the end")
+
+
+def executor(name: str, address: str | None = None, workers: int | None = None, early_stop: str | None = None,
+             metric: str = "dev_loss", mode: str = "min", replicas: bool = False) -> Callable:
+    """``jobs -> iterator of (key, outcome)`` for an executor name; ``replicas``: trials that differ
+    only in seed and learning rate train as one ``fit_replicas`` program (the jax extra)."""
+    check_executor(name, address, workers, early_stop, replicas)
     if name == "local":
-        if address is not None:
-            raise ValueError("--address: only with --executor ray")
-        if early_stop is not None:
-            raise ValueError("--early-stop asha: needs --executor ray (Ray Tune's ASHA scheduler stops poor trials "
-                             "early); the local executor trains every trial to the end")
         return lambda jobs: run_local(jobs, workers or cpu_cores(), replicas)
     if early_stop == "asha":
         return lambda jobs: run_ray_asha(jobs, address, workers, metric, mode)

@@ -36,8 +36,8 @@ from rnnlab.experiments.settings import (
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
-from rnnlab.files import SET_ASIDE, hold, read_json, set_aside
-from rnnlab.train import CHECKPOINT, load_checkpoint
+from rnnlab.files import SET_ASIDE, hold, set_aside
+from rnnlab.train import RunFolder
 from rnnlab.version import __version__
 
 STOP, COUNT = "stop", "count"      # what a diverged or failed run does to a study: stop it, or count as failed
@@ -98,7 +98,7 @@ class Context:
             settings = _stored_settings(job_dir) or {}
             data = json.dumps([settings.get("task"), settings.get("seed"), settings.get("task_options", {})],
                               sort_keys=True, default=str)
-            trained = load_trained(job_dir / CHECKPOINT, task=self._tasks.get(data))
+            trained = load_trained(RunFolder(job_dir).checkpoint, task=self._tasks.get(data))
             self._tasks[data] = trained.task
             self._trained[(key, seed)] = (trained.task, trained.model)
         return self._trained[(key, seed)]
@@ -156,12 +156,10 @@ def _stored_record(job_dir: Path) -> dict[str, Any] | None:
     """What a job folder says it trained (``settings.run_record``: its settings, the cell file's hash):
     its result's, else the checkpoint's of an interrupted run; None when nothing is stored there. A
     damaged file raises ValueError naming it."""
-    if (job_dir / "result.json").is_file():
-        where, record = job_dir / "result.json", read_json(job_dir / "result.json").get("run")
-    elif (job_dir / CHECKPOINT).is_file():
-        where, record = job_dir / CHECKPOINT, load_checkpoint(job_dir / CHECKPOINT)[1].get("run")
-    else:
+    stored = RunFolder(job_dir).record()
+    if stored is None:
         return None
+    where, record = stored
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         raise ValueError(f"{where}: records no run settings")
     return record
@@ -395,7 +393,7 @@ def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
     runs = []
     for spec in context.specs:
         for seed in _seeds(context, counts[spec.key]):
-            result = read_json(context.job_dir(spec, seed) / "result.json")
+            result = RunFolder(context.job_dir(spec, seed)).result()
             runs.append(Run.from_result(spec.key, seed, result, spec.group, spec.label,
                                         complete_settings(result["run"]["settings"])))
     return runs
