@@ -168,7 +168,7 @@ def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, ca
         raise AssertionError("a rerun built the task to check its metric")
     monkeypatch.setattr("rnnlab.experiments.sweeps.produced_metrics", build_the_task)
     summary = run_sweep(parse_sweep(TINY, str(path)), out, progress=False)
-    assert summary["trained_now"] == 0 and (out / "trials.csv").read_text() == first
+    assert summary.trained_now == 0 and (out / "trials.csv").read_text() == first
     report = (out / "report.html").read_text()
     assert "table class=\"sortable\"" in report and report.count("data:image/png;base64,") == 1
     assert "dev_loss against lr" in (out / "report.md").read_text()
@@ -181,7 +181,7 @@ def test_the_best_settings_file_reruns_the_best_configuration(tmp_path):
     path = _write(tmp_path, TINY.replace("seeds = 2", "seeds = 1"))
     out = tmp_path / "out"
     summary = run_sweep(parse_sweep(path.read_text(), str(path)), out, workers=1, progress=False)
-    rnn = next(g for g in summary["groups"] if g["group"] == "cell=rnn")["configs"][0]
+    rnn = next(g for g in summary.groups if g["group"] == "cell=rnn")["configs"][0]
     args = build_parser().parse_args(["train", "--config", str(out / "best" / "cell=rnn.toml"), "--out",
                                       str(tmp_path / "rerun"), "--quiet"])
     settings_rerun = settings_from_args(args)
@@ -201,7 +201,7 @@ def test_diverged_and_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path)
     text = text.replace("seeds = 2", "seeds = 1").replace("hidden = 4", 'hidden = 4\ncell = "rnn"\nactivation = "relu"')
     path = _write(tmp_path, text)
     summary = run_sweep(parse_sweep(text, str(path)), tmp_path / "out", workers=1, progress=False)
-    statuses = {(r["values"]["length"], r["values"]["lr"]): (r["status"], r["error"]) for r in summary["records"]}
+    statuses = {(r["values"]["length"], r["values"]["lr"]): (r["status"], r["error"]) for r in summary.records}
     assert statuses[(6, 0.01)][0] == "ok"
     assert statuses[(6, 1e100)][0] == "diverged" and "NaN or Inf" in statuses[(6, 1e100)][1]
     assert statuses[(0, 0.01)][0] == "failed" and "at least one step" in statuses[(0, 0.01)][1]
@@ -346,10 +346,10 @@ def test_task_options_are_grid_axes_too(tmp_path):
         ("gru", 4), ("gru", 7), ("rnn", 4), ("rnn", 7)]
     assert all(t.settings["task_options"]["n_train"] == 48 and "length" not in t.settings for t in trials)
     summary = run_sweep(sweep, tmp_path / "lengths", workers=1, progress=False)
-    assert "length" in summary["plot_axes"]
+    assert "length" in summary.plot_axes
     rows = _rows(tmp_path / "lengths" / "trials.csv")
     assert sorted(int(r["length"]) for r in rows) == [4, 4, 7, 7]
-    for record in summary["records"]:   # each trial trained on sequences of its own length
+    for record in summary.records:   # each trial trained on sequences of its own length
         result = json.loads((tmp_path / "lengths" / "trials" / record["id"] / "result.json").read_text())
         assert result["settings"]["task_options"]["length"] == record["values"]["length"]
     for bad, message in ((("length = [4, 7]", "steps = [4, 7]"), r"sweep:22: search.task_options.steps: task "
@@ -373,8 +373,8 @@ def test_replicas_train_seeds_and_rates_together_with_the_same_trials(tmp_path):
     assert all(len({s["lr"] for _, s, _ in g}) == 1 or len({s["seed"] for _, s, _ in g}) == len(g) for g in groups)
     plain = run_sweep(sweep, tmp_path / "plain", workers=1, progress=False)
     together = run_sweep(sweep, tmp_path / "replicas", workers=1, progress=False, replicas=True)
-    a = {r["id"]: r for r in plain["records"]}
-    b = {r["id"]: r for r in together["records"]}
+    a = {r["id"]: r for r in plain.records}
+    b = {r["id"]: r for r in together.records}
     assert a.keys() == b.keys()
     for trial_id, record in a.items():
         for metric, value in record["metrics"].items():

@@ -230,7 +230,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
                                 workers=workers, progress=progress)
         study = run_experiment(tuned.experiment, out, seeds=len(plan.final_seeds), workers=workers, quick=plan.quick,
                                progress=progress, executor=executor, address=address)
-        searched = [r for search in tuned.searches.values() for r in search["records"]]
+        searched = [r for search in tuned.searches.values() for r in search.records]
         lrs = {c["key"]: c["settings"]["lr"] for c in study.configurations}
         rows = _rows(plan, study.runs, lrs)
         results = BenchResults(
@@ -238,7 +238,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
             learning_rates=list(plan.learning_rates), search_seeds=list(plan.search_seeds),
             final_seeds=list(plan.final_seeds), tasks=[vars(t) for t in plan.tasks],
             cells=[vars(c) for c in plan.cells], seconds=time.time() - started, runs=len(searched) + len(study.runs),
-            trained_now=sum(s["trained_now"] for s in tuned.searches.values()) + study.trained_now,
+            trained_now=sum(s.trained_now for s in tuned.searches.values()) + study.trained_now,
             compute_seconds=study.compute_seconds + sum(r["metrics"].get("seconds_total", r["seconds"] or 0.0)
                                                         for r in searched))
         (out / "results.json").write_text(results.to_json())

@@ -185,3 +185,28 @@ class StudyResults:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())
+
+
+@dataclass
+class SweepResults:
+    """A sweep's results (``sweeps.run_sweep``): what it searched and how it chose, every stored trial's record
+    (``records``), per group its configurations best first (``groups``), the first axis's comparisons, and
+    what this call trained (``trained_now``, ``seconds``, ``executor``) beside every call's line (``calls``)."""
+
+    source: str
+    task: str
+    metric: str
+    mode: str
+    seeds: int
+    samples: int
+    searched: list[str]
+    log_axes: list[str]
+    plot_axes: list[str]
+    trials: int
+    groups: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    trained_now: int = 0
+    seconds: float = 0.0
+    executor: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)

@@ -52,6 +52,7 @@ from rnnlab.data.tasks import TASKS
 from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import Job, JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
+from rnnlab.experiments.results import SweepResults
 from rnnlab.experiments.runner import STOP, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
@@ -535,7 +536,7 @@ _PRODUCED: dict[str, list[str]] = {}
 
 def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
               workers: int | None = None, force: bool = False, progress: bool = True,
-              early_stop: str | None = None, replicas: bool = False, command: str = "") -> dict[str, Any]:
+              early_stop: str | None = None, replicas: bool = False, command: str = "") -> SweepResults:
     """Train every trial not stored yet (all of them with ``force``), store each as it finishes, and
     return the summary (per group, configurations best first) with the records. ``early_stop="asha"``
     (Ray only) lets Ray Tune's ASHA scheduler stop poor trials early on the per-epoch metric;
@@ -547,7 +548,7 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", add
 
 def run_sweeps(sweeps: list[tuple[Sweep, Path]], *, executor: str = "local", address: str | None = None,
                workers: int | None = None, force: bool = False, progress: bool = True, early_stop: str | None = None,
-               replicas: bool = False, command: str = "") -> list[dict[str, Any]]:
+               replicas: bool = False, command: str = "") -> list[SweepResults]:
     """``run_sweep`` for several sweeps, each in its own folder, their trials trained as one batch on one
     executor (a study's searches, one per configuration, fill a cluster together)."""
     with contextlib.ExitStack() as held:
@@ -606,15 +607,18 @@ def _train_trials(run: Callable, batch: list[tuple[Sweep, TrialStore, list[Trial
 
 
 def _sweep_summary(sweep: Sweep, store: TrialStore, trained_now: int, executor: str, started: float,
-                   command: str) -> dict[str, Any]:
-    """trials.csv, each group's best settings (``best/GROUP.toml``), the call's line in calls.jsonl, and the
-    summary ``run_sweep`` returns."""
+                   command: str) -> SweepResults:
+    """trials.csv, the call's line in calls.jsonl, each group's best settings (``best/GROUP.toml``), and the
+    results ``run_sweep`` returns."""
     trials = sweep.trials()
     records = write_trials_csv(store, sweep, trials)
-    summary = summarize(sweep, records)
+    seconds = time.perf_counter() - started
+    calls = log_call(store.dir, {"command": command, "date": time.strftime("%Y-%m-%d"), "seconds": seconds,
+                                 "trained_now": trained_now, "executor": executor})
+    results = sweep_results(sweep, records, trained_now=trained_now, seconds=seconds, executor=executor, calls=calls)
     best_dir = store.dir / "best"
     best_dir.mkdir(exist_ok=True)
-    for group in summary:
+    for group in results.groups:
         if group["configs"] and "mean" in group["configs"][0]:
             top = group["configs"][0]
             header = (f"best of group {group['group']} in sweep {sweep.source}: {sweep.metric} "
@@ -622,17 +626,18 @@ def _sweep_summary(sweep: Sweep, store: TrialStore, trained_now: int, executor: 
             text = to_toml(best_settings(sweep, trials, top["config"]), header)
             safe = re.sub(r"[^A-Za-z0-9_.=,-]", "_", group["group"])
             atomic_write(best_dir / f"{safe}.toml", lambda f, t=text: f.write(t.encode()))
-    seconds = time.perf_counter() - started
-    return {"source": sweep.source, "task": sweep.task, "metric": sweep.metric, "mode": sweep.mode,
-            "seeds": sweep.seeds, "samples": sweep.samples, "searched": sweep.searched,
-            "log_axes": [k for k, d in sweep.sampled.items() if d.log], "trials": len(trials),
-            "plot_axes": [k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
-            + list(sweep.sampled),
-            "trained_now": trained_now, "seconds": seconds,
-            "executor": executor, "groups": summary, "records": records,
-            "comparisons": compare_first_axis(sweep, records), "calls": log_call(store.dir, {
-                "command": command, "date": time.strftime("%Y-%m-%d"), "seconds": seconds,
-                "trained_now": trained_now, "executor": executor})}
+    return results
+
+
+def sweep_results(sweep: Sweep, records: list[dict], **call: Any) -> SweepResults:
+    """What the trials' ``records`` say, judged by today's rules: each group's configurations best first and the
+    first axis's comparisons; ``call``: what the call that trained them did (``SweepResults``' last fields)."""
+    return SweepResults(
+        source=sweep.source, task=sweep.task, metric=sweep.metric, mode=sweep.mode, seeds=sweep.seeds,
+        samples=sweep.samples, searched=sweep.searched, log_axes=[k for k, d in sweep.sampled.items() if d.log],
+        plot_axes=[k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
+        + list(sweep.sampled), trials=len(sweep.trials()), groups=summarize(sweep, records), records=records,
+        comparisons=compare_first_axis(sweep, records), **call)
 
 
 # -- a study's own search (reproduce NAME --tune) --------------------------------------------------
@@ -664,13 +669,13 @@ def _edge_of_search(best: dict[str, Any], configs: list[dict[str, Any]]) -> str:
 MIN_SELECTION_SEEDS = 2
 
 
-def _choose(exp: Experiment, spec: RunSpec, sweep: Sweep, summary: dict[str, Any],
+def _choose(exp: Experiment, spec: RunSpec, sweep: Sweep, summary: SweepResults,
             folder: Path) -> tuple[dict[str, Any], str]:
     """The configuration with the best mean over the search's seeds, among those whose seeds all
     finished, and the line saying so. Where none finished, a study stops; an experiment that counts
     failed runs keeps the first configuration searched, whose runs then count as failed if they fail."""
-    configs = [c for g in summary["groups"] for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
-    tried = sum(len(g["configs"]) for g in summary["groups"])
+    configs = [c for g in summary.groups for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
+    tried = sum(len(g["configs"]) for g in summary.groups)
     if not configs and exp.failed_runs == STOP:
         raise ValueError(f"--tune: no trial of {spec.key} finished; see {folder / 'trials.csv'}")
     if not configs:
@@ -691,7 +696,7 @@ class Tuned(NamedTuple):
     configuration key (``run_sweep``'s: its trials, records and what trained now)."""
 
     experiment: Experiment
-    searches: dict[str, dict[str, Any]]
+    searches: dict[str, SweepResults]
 
 
 def tune_experiment(exp: Experiment, out_root: str | Path, *, quick: bool = False, force: bool = False,

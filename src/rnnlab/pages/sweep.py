@@ -8,9 +8,9 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from rnnlab.engines.threads import cpu_cores
+from rnnlab.experiments.results import SweepResults
 from rnnlab.files import staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
@@ -21,12 +21,12 @@ from rnnlab.pages.published import page_data, read_page, write_page
 from rnnlab.version import __version__
 
 
-def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    sampled = [k for k in summary["searched"] if all(k not in g["point"] for g in summary["groups"])]
-    shown = f"{summary['metric']} (trials)" if is_count(summary["metric"]) else f"{summary['metric']} mean ± std"
+def _sweep_best_rows(summary: SweepResults) -> tuple[list[str], list[list[str]]]:
+    sampled = [k for k in summary.searched if all(k not in g["point"] for g in summary.groups)]
+    shown = f"{summary.metric} (trials)" if is_count(summary.metric) else f"{summary.metric} mean ± std"
     header = ["group", *sampled, shown, "95% interval", "seeds finished", "configurations"]
     rows = []
-    for group in summary["groups"]:
+    for group in summary.groups:
         if not group["configs"]:
             rows.append([group["group"], *["–"] * len(sampled), "not run", "–", "0", "0"])
             continue
@@ -41,24 +41,24 @@ def _sweep_best_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]
     return header, rows
 
 
-def _sweep_trial_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["id", "group", *summary["searched"], "seed", summary["metric"], "seconds", "status"]
-    rows = [[r["id"], r["group"], *[str(r["values"].get(k)) for k in summary["searched"]], str(r["seed"]),
-             fmt_number(r["metrics"].get(summary["metric"])), f"{r['seconds']:.1f}", r["status"] +
-             (f": {r['error'][:80]}" if r["error"] else "")] for r in summary["records"]]
-    sign = 1 if summary["mode"] == "min" else -1
-    order = sorted(range(len(rows)), key=lambda i: sign * summary["records"][i]["metrics"].get(summary["metric"],
+def _sweep_trial_rows(summary: SweepResults) -> tuple[list[str], list[list[str]]]:
+    header = ["id", "group", *summary.searched, "seed", summary.metric, "seconds", "status"]
+    rows = [[r["id"], r["group"], *[str(r["values"].get(k)) for k in summary.searched], str(r["seed"]),
+             fmt_number(r["metrics"].get(summary.metric)), f"{r['seconds']:.1f}", r["status"] +
+             (f": {r['error'][:80]}" if r["error"] else "")] for r in summary.records]
+    sign = 1 if summary.mode == "min" else -1
+    order = sorted(range(len(rows)), key=lambda i: sign * summary.records[i]["metrics"].get(summary.metric,
                                                                                                sign * math.inf))
     return header, [rows[i] for i in order]
 
 
-def _sweep_comparison_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _sweep_comparison_rows(summary: SweepResults) -> tuple[list[str], list[list[str]]]:
     header = ["at", "compared", "verdict", "values over seeds", "difference [interval at the level Holm implies]",
               "test", "p", "p (Holm)"]
     rows = [[c["at"], f"{c['a']} vs {c['b']}", c["verdict"], f"{c['a_value']} vs {c['b_value']}",
              f"{fmt_number(c['difference'])} {interval_text(c['low'], c['high'], c.get('coverage', 0.95))}", c["test"],
              fmt_p(c["p"]), fmt_p(c["p_holm"])]
-            for c in summary.get("comparisons", [])]
+            for c in summary.comparisons]
     return header, rows
 
 
@@ -74,51 +74,51 @@ def _spans_decades(values: list[float]) -> bool:
     return len(positive) == len(values) and bool(positive) and max(positive) / min(positive) >= 100
 
 
-def sweep_figures(summary: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
+def sweep_figures(summary: SweepResults, out_dir: Path) -> list[dict[str, str]]:
     """The metric against each numeric searched setting (not the settings of a linked axis, which
     only name a group), one colour per group, seeds as points."""
     from rnnlab.analysis.plots import plot_metric_against_setting
     from rnnlab.experiments.sweeps import group_name
 
     figures = []
-    ok = [r for r in summary["records"] if r["status"] == "ok" and summary["metric"] in r["metrics"]]
-    for name in summary.get("plot_axes", summary["searched"]):
+    ok = [r for r in summary.records if r["status"] == "ok" and summary.metric in r["metrics"]]
+    for name in summary.plot_axes:
         if not ok or not all(isinstance(r["values"].get(name), (int, float)) and
                              not isinstance(r["values"].get(name), bool) for r in ok):
             continue
         points: dict[str, tuple[list, list]] = {}
-        grid = {g["group"]: g["point"] for g in summary["groups"]}
+        grid = {g["group"]: g["point"] for g in summary.groups}
         for r in ok:   # one series per point of the other grid axes
             series = group_name({k: v for k, v in grid.get(r["group"], {}).items() if k != name})
             xs, ys = points.setdefault(series, ([], []))
             xs.append(r["values"][name])
-            ys.append(r["metrics"][summary["metric"]])
-        log_axis = name in summary["log_axes"] or _spans_decades([r["values"][name] for r in ok])
-        path = plot_metric_against_setting(points, out_dir / "figures" / f"{summary['metric']}-vs-{name}.png", name,
-                                           summary["metric"], f"{summary['metric']} against {name}",
+            ys.append(r["metrics"][summary.metric])
+        log_axis = name in summary.log_axes or _spans_decades([r["values"][name] for r in ok])
+        path = plot_metric_against_setting(points, out_dir / "figures" / f"{summary.metric}-vs-{name}.png", name,
+                                           summary.metric, f"{summary.metric} against {name}",
                                            logx=log_axis)
         log_note = f"Log axis: {name} spans decades. " if log_axis else ""
         what = ("Each point is one trial (1: it solved every test string); the line joins the fraction of trials "
-                "that did at each value. " if is_count(summary["metric"]) else
+                "that did at each value. " if is_count(summary.metric) else
                 "Each point is one trial (one seed); the line joins the means over seeds. ")
-        figures.append({"title": f"{summary['metric']} against {name}", "path": str(path.relative_to(out_dir)),
+        figures.append({"title": f"{summary.metric} against {name}", "path": str(path.relative_to(out_dir)),
                         "caption": f"{what}{log_note}Diverged and failed trials are not drawn."})
     return figures
 
 
-def _sweep_intro(summary: dict[str, Any]) -> list[str]:
-    counts = {s: sum(r["status"] == s for r in summary["records"]) for s in ("ok", "diverged", "failed", "stopped")}
+def _sweep_intro(summary: SweepResults) -> list[str]:
+    counts = {s: sum(r["status"] == s for r in summary.records) for s in ("ok", "diverged", "failed", "stopped")}
     stopped = f", {counts['stopped']} stopped early by ASHA" if counts["stopped"] else ""
-    count_metric = is_count(summary["metric"])
+    count_metric = is_count(summary.metric)
     chosen = ("by the number of its trials that succeed" if count_metric else
-              f"({summary['mode']}imised) as the mean over each configuration's seeds")
+              f"({summary.mode}imised) as the mean over each configuration's seeds")
     intervals = ("Intervals are Clopper–Pearson 95% intervals of the success rate" if count_metric else
                  "Intervals are 95% t intervals over seeds")
-    trained = (f"; {summary['trained_now']} trained by this call in {summary['seconds']:.0f} s on the "
-               f"{summary['executor']} executor" if summary["trained_now"] else "")
-    return [f"Task {summary['task']}; best by {summary['metric']} {chosen} ({summary['seeds']} seeds per "
-            f"configuration, {summary['samples']} samples per group).",
-            f"{len(summary['records'])} of {summary['trials']} trials stored: {counts['ok']} ok, {counts['diverged']} "
+    trained = (f"; {summary.trained_now} trained by this call in {summary.seconds:.0f} s on the "
+               f"{summary.executor} executor" if summary.trained_now else "")
+    return [f"Task {summary.task}; best by {summary.metric} {chosen} ({summary.seeds} seeds per "
+            f"configuration, {summary.samples} samples per group).",
+            f"{len(summary.records)} of {summary.trials} trials stored: {counts['ok']} ok, {counts['diverged']} "
             f"diverged, {counts['failed']} failed{stopped}{trained}. {intervals}. Each group's best settings: "
             "best/GROUP.toml (rnnlab train --config best/GROUP.toml)."]
 
@@ -126,7 +126,7 @@ def _sweep_intro(summary: dict[str, Any]) -> list[str]:
 BEST_PER_GROUP, COMPARED = "Best configuration per group", "Compared at each point"
 
 
-def sweep_page(summary: dict[str, Any], figures: list[dict[str, str]]) -> Page:
+def sweep_page(summary: SweepResults, figures: list[dict[str, str]]) -> Page:
     """A sweep's report as one page: counts, the best configuration per group, the comparisons at each
     point, the figures, every trial."""
     blocks: list[Block] = [Paragraph(line) for line in _sweep_intro(summary)]
@@ -137,10 +137,10 @@ def sweep_page(summary: dict[str, Any], figures: list[dict[str, str]]) -> Page:
     blocks += [Figure(f["path"], f["title"], f["caption"]) for f in figures]
     blocks += [Heading("All trials (best first)"), Paragraph("Click a column to sort.", show=("html",)),
                Table(*_sweep_trial_rows(summary), "sortable")]
-    return Page(f"Sweep {Path(summary['source']).name}", blocks)
+    return Page(f"Sweep {Path(summary.source).name}", blocks)
 
 
-def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+def write_sweep_report(summary: SweepResults, out_dir: str | Path) -> tuple[Path, Path]:
     """report.html (plots embedded, the trial table sortable) and report.md of a sweep folder."""
     out_dir = Path(out_dir)
     page = sweep_page(summary, sweep_figures(summary, out_dir))
@@ -150,10 +150,10 @@ def write_sweep_report(summary: dict[str, Any], out_dir: str | Path) -> tuple[Pa
     return html_path, md_path
 
 
-def sweep_summary_text(summary: dict[str, Any]) -> str:
+def sweep_summary_text(summary: SweepResults) -> str:
     """What a terminal shows after a sweep: the counts and the best configuration per group."""
     page = sweep_page(summary, [])
-    return terminal_text(Page(f"Sweep {summary['source']}", [b for b in page.blocks if not isinstance(b, Table)
+    return terminal_text(Page(f"Sweep {summary.source}", [b for b in page.blocks if not isinstance(b, Table)
                                                             or b.title]))
 
 
@@ -172,7 +172,7 @@ def republish_sweep_comparisons(folder: str | Path) -> Path:
 
 
 def _republish_sweep_comparisons(folder: Path, source: str) -> None:
-    from rnnlab.experiments.sweeps import compare_first_axis, load_sweep, summarize
+    from rnnlab.experiments.sweeps import load_sweep, sweep_results
 
     sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
     by_id = {t.id: t for t in sweep.trials()}
@@ -185,8 +185,7 @@ def _republish_sweep_comparisons(folder: Path, source: str) -> None:
                             "seed": int(row["seed"]), "status": row["status"], "error": row["error"],
                             "seconds": float(row["seconds"] or 0.0),
                             "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
-    summary = {"metric": sweep.metric, "searched": sweep.searched, "groups": summarize(sweep, records),
-               "comparisons": compare_first_axis(sweep, records)}
+    summary = sweep_results(sweep, records)
     page = read_page(folder)
     blocks = _replace_keeping_figures(page.blocks, BEST_PER_GROUP,
                                       [Table(*_sweep_best_rows(summary), title="Best per group")])
@@ -203,34 +202,34 @@ def _replace_keeping_figures(blocks: list[Block], heading: str, new: list[Block]
     return replace_section(blocks, heading, [Heading(heading), *new, *figures])
 
 
-def write_published_sweep(summary: dict[str, Any], out_dir: str | Path, dest: str | Path) -> Path:
+def write_published_sweep(summary: SweepResults, out_dir: str | Path, dest: str | Path) -> Path:
     """``dest/report.md`` with its plots and trials.csv, kept with the repository: the sweep's report
     under a line saying how it was made (command, date, version, cores, wall and training time).
     Published through a staging copy (``files.staged_publish``): only files this sweep published
     before are replaced or removed."""
     dest = Path(dest)
-    with staged_publish(dest, f"sweep {Path(summary['source']).name}") as stage:
+    with staged_publish(dest, f"sweep {Path(summary.source).name}") as stage:
         _write_published_sweep(summary, Path(out_dir), stage, dest)
     return dest / "report.md"
 
 
-def _write_published_sweep(summary: dict[str, Any], out_dir: Path, stage: Path, dest: Path) -> None:
+def _write_published_sweep(summary: SweepResults, out_dir: Path, stage: Path, dest: Path) -> None:
     if (stage / "figures").exists():
         shutil.rmtree(stage / "figures")     # the staging copy's: what the sweep plots now replaces them
     (stage / "figures").mkdir(parents=True)
     for figure in (out_dir / "figures").glob("*.png"):
         shutil.copyfile(figure, stage / "figures" / figure.name)
     shutil.copyfile(out_dir / "trials.csv", stage / "trials.csv")
-    calls = [c for c in summary.get("calls", []) if c["trained_now"]]
-    source = Path(summary["source"])
+    calls = [c for c in summary.calls if c["trained_now"]]
+    source = Path(summary.source)
     link = os.path.relpath(source.resolve(), dest.resolve()) if source.is_file() else str(source)
-    command = next((c["command"] for c in reversed(calls or summary.get("calls", [])) if c.get("command")), "")
+    command = next((c["command"] for c in reversed(calls or summary.calls) if c.get("command")), "")
     head = (f"`{command or 'rnnlab sweep ' + str(source)}` (the file: [{source}]({link}); every trial: "
             f"[trials.csv](trials.csv)). Measured {' to '.join(sorted({c['date'] for c in calls})) or '–'} with rnnlab "
             f"{__version__} on a {cpu_cores()}-core machine: wall time "
             f"{sum(c['seconds'] for c in calls) / 60:.1f} min over {len(calls)} call{'s' if len(calls) != 1 else ''} "
             f"that trained ({', '.join(sorted({c['executor'] for c in calls})) or 'no'} executor); training time "
-            f"summed over trials {sum(r['seconds'] or 0.0 for r in summary['records']) / 60:.1f} min.")
+            f"summed over trials {sum(r['seconds'] or 0.0 for r in summary.records) / 60:.1f} min.")
     page = sweep_page(summary, sweep_figures(summary, out_dir))
     page.blocks.insert(0, Paragraph(head))
     write_page(page, stage / "report.md", stage / PAGE_JSON, str(source))
