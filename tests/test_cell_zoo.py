@@ -461,3 +461,14 @@ def test_a_user_subclass_of_a_built_in_cell_keeps_its_own_name(tmp_path):
     path.write_text("from rnnlab import GRU\n\n\nclass LeakyGRU(GRU):\n    title = 'leaky GRU'\n")
     cls = load_cell_file(f"{path}:LeakyGRU")
     assert cls.name == f"{path}:LeakyGRU" and CELLS["gru"] is rnnlab.GRU and rnnlab.GRU.name == "gru"
+
+
+def test_a_benchmark_tasks_direction_is_the_metric_registrys():
+    """A task states its metric; whether higher is better comes from ``rnnlab.metrics``, and a task that says
+    otherwise is refused rather than judged the wrong way round."""
+    from rnnlab.experiments.bench_cells import TASKS, BenchTask
+    from rnnlab.metrics import metric
+
+    assert all(t.higher_is_better == metric(t.metric).higher_is_better for t in TASKS)
+    with pytest.raises(ValueError, match="test_loss is lower-is-better in the metric registry"):
+        BenchTask("x", "adding", {}, {}, 100, "test_loss", higher_is_better=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import TINY_SWEEP
+from rnnlab.metrics import SECONDS, metric
 
 pytestmark = pytest.mark.slow     # real Ray clusters: the slow tier
 
@@ -115,8 +116,9 @@ def _sweep(tmp_path: Path, out: str, *args: str, epochs: int = 2, samples: int =
 
 
 def _rows(path: Path) -> list[dict]:
+    """trials.csv without its timings (``seconds``, ``seconds_total``, ``seconds_per_epoch``): what a rerun repeats."""
     with open(path, newline="") as f:
-        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+        return [{k: v for k, v in r.items() if metric(k).kind != SECONDS} for r in csv.DictReader(f)]
 
 
 def test_local_and_ray_give_the_same_trials_and_float64_metrics(tmp_path, cluster):
@@ -214,6 +216,8 @@ def test_bench_cells_on_ray_with_a_user_cell_gives_the_local_numbers(tmp_path, c
                         "adding-50", "--quick", "--out", str(out), *extra], env=ENV, check=True, capture_output=True,
                        text=True)
         results[name] = json.loads((out / "results.json").read_text())
-        assert len(list((out / "jobs").glob("*/result.json"))) == 2 + 2 * 2     # search 1 rate × 1 seed, final 2
+        tuned = out / "bench-cells-tuned"        # searched (1 rate × 1 seed per cell), then 2 final seeds per cell
+        assert len(list(tuned.glob("search/*/trials/*/trial.json"))) == 2
+        assert len(list((tuned / "jobs").glob("*/result.json"))) == 2 * 2
     assert [(r["cell"], r["values"]) for r in results["local"]["rows"]] == \
         [(r["cell"], r["values"]) for r in results["ray"]["rows"]]

@@ -63,10 +63,18 @@ class BenchTask:
     settings: dict[str, Any]
     budget: int                   # parameters, readout included
     metric: str                   # the reported test metric
-    higher_is_better: bool
-    why: str
+    higher_is_better: bool | None = None    # the metric registry's direction (``rnnlab.metrics``)
+    why: str = ""
     same_margin: float = 0.0      # two cells are the same when their difference is shown within ±this
     margin_why: str = ""
+
+    def __post_init__(self) -> None:
+        known = metric_info(self.metric).higher_is_better
+        if self.higher_is_better is None:
+            object.__setattr__(self, "higher_is_better", known)
+        elif self.higher_is_better != known:
+            raise ValueError(f"benchmark task {self.name}: {self.metric} is {'higher' if known else 'lower'}-is-better "
+                             f"in the metric registry, the task says otherwise")
 
 
 @dataclass(frozen=True)
@@ -79,20 +87,22 @@ class BenchCell:
 TRAINING = {"optimizer": "adam", "batch_size": 32, "init": "uniform", "layers": 1, "clip": 1.0}
 TASKS = (
     BenchTask("adding-50", "adding", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 50},
-              {**TRAINING, "epochs": 20}, 2000, "test_loss", False,
-              "the sum of two marked values among 50 (Hochreiter & Schmidhuber 1997; IRNN, IndRNN, uRNN use it); "
-              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167", 0.0167,
-              "a tenth of the memoryless baseline's MSE: both cells recover the memory the task asks for alike"),
+              {**TRAINING, "epochs": 20}, 2000, "test_loss",
+              why="the sum of two marked values among 50 (Hochreiter & Schmidhuber 1997; IRNN, IndRNN, uRNN use it); "
+              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167", same_margin=0.0167,
+              margin_why="a tenth of the memoryless baseline's MSE: both cells recover the memory the task asks for "
+              "alike"),
     BenchTask("copy-20", "copy", {"n_train": 1000, "n_dev": 200, "n_test": 500, "delay": 20, "copy_length": 5},
-              {**TRAINING, "epochs": 20}, 3000, "test_loss", False,
-              "five of 8 symbols recalled after a delay of 20 steps (the copy task of uRNN and its successors); "
+              {**TRAINING, "epochs": 20}, 3000, "test_loss",
+              why="five of 8 symbols recalled after a delay of 20 steps (the copy task of uRNN and its successors); "
               "the loss per step, since 25 of the 30 steps are blanks that a memoryless model gets right; "
-              "guessing the recalled symbols scores 5 ln 8 / 30 ≈ 0.347", 0.0347,
-              "a tenth of the loss of guessing the recalled symbols"),
+              "guessing the recalled symbols scores 5 ln 8 / 30 ≈ 0.347", same_margin=0.0347,
+              margin_why="a tenth of the loss of guessing the recalled symbols"),
     BenchTask("mean-sign-20", "mean-sign", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 20},
-              {**TRAINING, "epochs": 20}, 2000, "test_accuracy", True,
-              "the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory", 0.01,
-              "one percentage point of accuracy, rnnlab's default tolerance for accuracies"),
+              {**TRAINING, "epochs": 20}, 2000, "test_accuracy",
+              why="the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory",
+              same_margin=0.01,
+              margin_why="one percentage point of accuracy, rnnlab's default tolerance for accuracies"),
 )
 CELLS = (
     BenchCell("rnn", "rnn"), BenchCell("gru", "gru"), BenchCell("lstm", "lstm"),
