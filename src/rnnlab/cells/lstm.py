@@ -12,7 +12,11 @@ Backward, with (dh, dc) the errors arriving at (h', c'):
 
 The LSTM's own step and adjoint (and their fused Numba loops) sit first; Greff et al.'s variants follow as the
 LSTM with parts swapped (a gate for the constant 1 or 1 − i, an activation for the identity), each part a pure
-pair, chosen once by ``LSTM.equations``.
+pair, chosen once by ``LSTM.equations``. Their FGR (full gate recurrence) adds to each gate's pre-activation the
+previous step's gate activations through nine H × H matrices, ``W_gg`` (3H, 3H), rows i, f, o of t − 1, columns
+i, f, o of t; the state then carries those activations, (h, c, i, f, o):
+
+    [a_i, a_f, a_o] += [i, f, o]_{t−1} W_gg;   d[i, f, o]_{t−1} = [da_i, da_f, da_o] W_ggᵀ
 """
 
 from __future__ import annotations
@@ -144,39 +148,51 @@ def _peepholes(p, parts: LSTMParts, H: int) -> dict:
 
 def lstm_variant_step(p, xw, state, xp=np, *, parts: LSTMParts):
     """The LSTM with ``parts``: i, f, o each a sigmoid gate (with its peephole), 1, or 1 − i (CIFG's f);
-    g = act_in(a_g);  c' = f ⊙ c + i ⊙ g;  h' = o ⊙ act_out(c')."""
-    h, c = state
+    g = act_in(a_g);  c' = f ⊙ c + i ⊙ g;  h' = o ⊙ act_out(c'). With ``W_gg`` (FGR) the gates also read the
+    previous step's gates, which the state carries: (h, c) → (h', c', i, f, o)."""
+    h, c, *previous_gates = state
     H = h.shape[-1]
     a = recurrent_preactivation(p, xw, h)
     peep, cache = _peepholes(p, parts, H), {"c": c}
+    if "W_gg" in p:
+        u = cache["u"] = xp.concatenate(previous_gates, axis=-1)            # (B, 3H): i, f, o of t − 1
+        a = a + _into_ifgo(u @ p["W_gg"], xp)
     i = parts.input_gate("i", a, parts.blocks, H, c, peep, cache, None, xp)
     f = parts.forget_gate("f", a, parts.blocks, H, c, peep, cache, i, xp)
     g = cache["g"] = parts.input_activation[0](_block(a, parts.blocks, "g", H), xp)
     c_new = cache["c_new"] = f * c + i * g
     o = parts.output_gate("o", a, parts.blocks, H, c_new, peep, cache, i, xp)
     tc = cache["tc"] = parts.output_activation[0](c_new, xp)
-    return (o * tc, c_new), cache
+    return ((o * tc, c_new, i, f, o) if "W_gg" in p else (o * tc, c_new)), cache
+
+
+def _into_ifgo(r, xp):
+    """(…, 3H) contributions to the gates i, f, o placed in the (…, 4H) blocks i, f, g, o (none to g)."""
+    H = r.shape[-1] // 3
+    return xp.concatenate([r[..., :2 * H], xp.zeros_like(r[..., :H]), r[..., 2 * H:]], axis=-1)
 
 
 def lstm_variant_step_backward(p, dstate, cache, prev, xp=np, *, parts: LSTMParts):
     """Adjoint of ``lstm_variant_step``: the LSTM's, with each part's own derivative, plus the peepholes' paths
-    into dc (through i, f and, from o, through c'); CIFG's coupling moves df into di."""
-    dh, dc = dstate
-    _, c = prev
+    into dc (through i, f and, from o, through c'); CIFG's coupling moves df into di. Under FGR the errors at the
+    carried gates join their gates' output errors, and reach the previous gates through ``W_ggᵀ``."""
+    dh, dc, *dgates = dstate
+    c = prev[1]
     H = c.shape[-1]
     i, f, o = (cache.get(gate, 1.0) for gate in "ifo")
     if parts.forget_gate is _coupled_forget:
         f = 1.0 - i
+    d_carried = dict(zip("ifo", dgates)) if dgates else {}
     g, tc = cache["g"], cache["tc"]
     peep = _peepholes(p, parts, H)
     dc_total = dc + dh * o * parts.output_activation[1](tc)
     da = {}
     if parts.output_gate is _sigmoid_gate:
-        da["o"] = _sigmoid_gate_adjoint(dh * tc, o)
+        da["o"] = _sigmoid_gate_adjoint(dh * tc + d_carried.get("o", 0.0), o)
         if "o" in peep:
             dc_total = dc_total + da["o"] * peep["o"]
     da["g"] = dc_total * i * parts.input_activation[1](g)
-    di, df = dc_total * g, dc_total * c
+    di, df = dc_total * g + d_carried.get("i", 0.0), dc_total * c + d_carried.get("f", 0.0)
     if parts.forget_gate is _coupled_forget:
         di = di - df
     if parts.input_gate is _sigmoid_gate:
@@ -187,8 +203,12 @@ def lstm_variant_step_backward(p, dstate, cache, prev, xp=np, *, parts: LSTMPart
     for gate in ("i", "f"):
         if gate in peep:
             dc_prev = dc_prev + da[gate] * peep[gate]
+    dprevious_gates = ()
+    if "W_gg" in p:
+        du = xp.concatenate([da["i"], da["f"], da["o"]], axis=-1) @ matrix_transpose(p["W_gg"])
+        dprevious_gates = (du[..., :H], du[..., H:2 * H], du[..., 2 * H:])
     da = xp.concatenate([da[gate] for gate in parts.blocks], axis=-1)
-    return (da @ matrix_transpose(p["W_h"]), dc_prev), da, da
+    return (da @ matrix_transpose(p["W_h"]), dc_prev, *dprevious_gates), da, da
 
 
 def _peephole_gates(parts: LSTMParts) -> str:
@@ -212,18 +232,32 @@ class LSTM(Cell):
     ``ablate`` removes one part (Greff et al. 2017: ``nig``, ``nfg``, ``nog``, ``niaf``, ``noaf``,
     ``cifg``; see ``lstm_variant_step``); a removed gate's blocks leave W_x, W_h and the biases.
     ``peepholes`` adds ``peep`` (one hidden-sized block per sigmoid gate): Greff et al.'s "vanilla"
-    LSTM is ``peepholes=True``. Only the plain LSTM has fused Numba kernels.
+    LSTM is ``peepholes=True``. ``gate_recurrence`` is their FGR: ``W_gg`` (3·hidden, 3·hidden) feeds the
+    previous step's gates into every gate, and the state becomes (h, c, i, f, o). Only the plain LSTM has
+    fused Numba kernels.
     """
 
     title = "LSTM"
-    state_size = 2
     options = (
         Option("forget_bias", 1.0, optional_float, "LSTM: the forget gate's starting bias (none = what --init "
                "drew: PyTorch, Zaremba et al. 2014)"),
         Option("ablate", "none", str, "LSTM: the part removed (Greff et al. 2017): no input, forget or output gate, "
                "no input or output activation, coupled input-forget gate", tuple(ABLATIONS)),
         Option("peepholes", False, to_bool, "LSTM: gates also read the cell state (Gers & Schmidhuber 2000)"),
+        Option("gate_recurrence", False, to_bool, "LSTM: every gate also reads the previous step's gates, nine "
+               "hidden × hidden matrices (Greff et al. 2017's FGR)"),
     )
+
+    def _configure(self, *args, **kwargs) -> None:
+        super()._configure(*args, **kwargs)
+        if self.gate_recurrence and self.ablate != "none":
+            raise ValueError(f"LSTM: gate_recurrence (FGR) adds to the full LSTM; not with ablate={self.ablate!r} "
+                             "(Greff et al. 2017 vary one part at a time)")
+
+    @property
+    def state_size(self) -> int:
+        """(h, c), and under FGR the previous step's gates (i, f, o) as well."""
+        return 5 if self.gate_recurrence else 2
 
     @property
     def gates(self) -> int:
@@ -233,6 +267,8 @@ class LSTM(Cell):
         shapes = super().param_shapes()
         if self.peepholes:
             shapes["peep"] = (len(peephole_gates(self.ablate)) * self.hidden_size,)
+        if self.gate_recurrence:
+            shapes["W_gg"] = (3 * self.hidden_size, 3 * self.hidden_size)
         return shapes
 
     def initialize(self, rng):
@@ -242,13 +278,13 @@ class LSTM(Cell):
             self.params["b"][k * H:(k + 1) * H] = self.forget_bias
 
     def has_kernels(self) -> bool:
-        return self.ablate == "none" and not self.peepholes
+        return self.ablate == "none" and not self.peepholes and not self.gate_recurrence
 
     @cached_property
     def equations(self) -> tuple[Callable, Callable]:
         """(step, its adjoint) of this cell's variant, chosen once from its options: the LSTM's own pair (which the
         fused kernels compute), or a variant's parts composed."""
-        if self.ablate == "none" and not self.peepholes:
+        if self.has_kernels():
             return lstm_step, lstm_step_backward
         parts = LSTM_VARIANTS[self.ablate]
         return partial(lstm_variant_step, parts=parts), partial(lstm_variant_step_backward, parts=parts)
@@ -266,6 +302,9 @@ class LSTM(Cell):
             reads = {"i": steps["c"], "f": steps["c"], "o": steps["c_new"]}
             grads["peep"] = xp.concatenate([(_block(dhw, blocks, gate, H) * reads[gate]).sum(axis=0)
                                             for gate in peephole_gates(self.ablate)])
+        if "W_gg" in p:   # the previous gates feed i, f and o as h feeds every block
+            H = prev_h.shape[-1]
+            grads["W_gg"] = steps["u"].T @ xp.concatenate([dhw[..., :2 * H], dhw[..., 3 * H:]], axis=-1)
         return grads
 
     def fused_forward(self, p, xw, state0, mask):

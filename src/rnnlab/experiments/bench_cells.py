@@ -36,6 +36,15 @@ import numpy as np
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
+from rnnlab.experiments.aggregate import (
+    AGGREGATES,
+    PAIR_REPS,
+    REPS,
+    normalise,
+    performance_profile,
+    probability_of_improvement,
+    stratified_bootstrap,
+)
 from rnnlab.experiments.defaults import fresh_seeds
 from rnnlab.experiments.results import Run
 from rnnlab.experiments.runner import COUNT, Experiment, RunSpec, run_experiment
@@ -67,6 +76,8 @@ class BenchTask:
     why: str = ""
     same_margin: float = 0.0      # two cells are the same when their difference is shown within ±this
     margin_why: str = ""
+    baseline: float = math.nan    # what a memoryless model scores: 0 on the scale the suite is summarised on
+    perfect: float = math.nan     # a perfect score: 1 on that scale
 
     def __post_init__(self) -> None:
         known = metric_info(self.metric).higher_is_better
@@ -89,7 +100,7 @@ TASKS = (
     BenchTask("adding-50", "adding", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 50},
               {**TRAINING, "epochs": 20}, 2000, "test_loss",
               why="the sum of two marked values among 50 (Hochreiter & Schmidhuber 1997; IRNN, IndRNN, uRNN use it); "
-              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167", same_margin=0.0167,
+              "predicting 1 scores the baseline MSE 1/6 ≈ 0.167", same_margin=0.0167, baseline=1 / 6, perfect=0.0,
               margin_why="a tenth of the memoryless baseline's MSE: both cells recover the memory the task asks for "
               "alike"),
     BenchTask("copy-20", "copy", {"n_train": 1000, "n_dev": 200, "n_test": 500, "delay": 20, "copy_length": 5},
@@ -97,17 +108,23 @@ TASKS = (
               why="five of 8 symbols recalled after a delay of 20 steps (the copy task of uRNN and its successors); "
               "the loss per step, since 25 of the 30 steps are blanks that a memoryless model gets right; "
               "guessing the recalled symbols scores 5 ln 8 / 30 ≈ 0.347", same_margin=0.0347,
+              baseline=5 * math.log(8) / 30, perfect=0.0,
               margin_why="a tenth of the loss of guessing the recalled symbols"),
     BenchTask("mean-sign-20", "mean-sign", {"n_train": 1000, "n_dev": 200, "n_test": 500, "length": 20},
               {**TRAINING, "epochs": 20}, 2000, "test_accuracy",
               why="the sign of the mean of 20 × 10 values (S5's task, one layer): integration, not memory",
-              same_margin=0.01,
+              same_margin=0.01, baseline=0.5, perfect=1.0,
               margin_why="one percentage point of accuracy, rnnlab's default tolerance for accuracies"),
 )
+PEEPHOLES = {"peepholes": True}       # Greff et al. 2017's vanilla LSTM, which each of their variants changes once
 CELLS = (
     BenchCell("rnn", "rnn"), BenchCell("gru", "gru"), BenchCell("lstm", "lstm"),
-    BenchCell("lstm-cifg", "lstm", {"ablate": "cifg"}), BenchCell("lstm-nfg", "lstm", {"ablate": "nfg"}),
-    BenchCell("lstm-noaf", "lstm", {"ablate": "noaf"}), BenchCell("gru-h-gates", "gru", {"gate_inputs": "h"}),
+    BenchCell("lstm-vanilla", "lstm", PEEPHOLES),
+    *(BenchCell(f"lstm-{ablate}", "lstm", {"ablate": ablate, **PEEPHOLES})
+      for ablate in ("nig", "nfg", "nog", "niaf", "noaf", "cifg")),
+    BenchCell("lstm-fgr", "lstm", {"gate_recurrence": True, **PEEPHOLES}),
+    BenchCell("gru-h-gates", "gru", {"gate_inputs": "h"}),
+    BenchCell("gru-h-nobias-gates", "gru", {"gate_inputs": "h-nobias"}),
     BenchCell("gru-bias-gates", "gru", {"gate_inputs": "bias"}), BenchCell("mingru", "mingru"),
     BenchCell("ugrnn", "ugrnn"), BenchCell("janet", "janet"), BenchCell("irnn", "irnn"),
     BenchCell("indrnn", "indrnn"), BenchCell("antisymmetric", "antisymmetric"),
@@ -117,14 +134,17 @@ LEARNING_RATES = (3e-3, 1e-2, 3e-2)
 SEARCH_SEEDS = (0, 1)
 FINAL_SEEDS = fresh_seeds(10)
 BASELINES = ("rnn", "gru", "lstm")
-# (a, b, the relation claimed, who claims it): judged on every task
+# (a, b, the relation claimed, who claims it): judged on every task. Greff et al.'s variants against their vanilla
+# LSTM (peepholes), as the paper compares them; "lstm" is the variant without peepholes (their NP)
 CLAIMS = (
     ("gru", "rnn", "better", "gated beats vanilla at equal budgets (S1–S3, Chung et al. 2014)"),
     ("lstm", "rnn", "better", "gated beats vanilla at equal budgets (S1–S3)"),
-    ("lstm-cifg", "lstm", "same", "coupling the input and forget gates costs nothing (Greff et al. 2017)"),
-    ("lstm-nfg", "lstm", "worse", "the forget gate is critical (Greff et al. 2017)"),
-    ("lstm-noaf", "lstm", "worse", "the output activation is critical (Greff et al. 2017)"),
+    ("lstm-cifg", "lstm-vanilla", "same", "coupling the input and forget gates costs nothing (Greff et al. 2017)"),
+    ("lstm", "lstm-vanilla", "same", "removing the peepholes costs nothing (Greff et al. 2017, NP)"),
+    ("lstm-nfg", "lstm-vanilla", "worse", "the forget gate is critical (Greff et al. 2017)"),
+    ("lstm-noaf", "lstm-vanilla", "worse", "the output activation is critical (Greff et al. 2017)"),
     ("gru-h-gates", "gru", "same", "gates need not read x (Dey & Salem 2017, GRU1)"),
+    ("gru-h-nobias-gates", "gru", "same", "gates need read neither x nor their bias (Dey & Salem 2017, GRU2)"),
     ("mingru", "gru", "same", "gates reading only x are competitive (Feng et al. 2024)"),
     ("ugrnn", "rnn", "better", "one gate buys trainability (Collins et al. 2017)"),
     ("janet", "lstm", "better", "a forget gate alone beats the LSTM (van der Westhuizen & Lasenby 2018)"),
@@ -213,6 +233,7 @@ class BenchResults:
     compute_seconds: float
     machine: str = ""
     command: str = ""
+    across_tasks: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -295,14 +316,11 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
     comparisons = []
     for t in tasks:
         family, tests = [], []
-        for label in labels:
-            # a baseline meets only the baselines before it (gru vs rnn, lstm vs rnn and gru): each pair once
-            bases = BASELINES[:BASELINES.index(label)] if label in BASELINES else BASELINES
-            for base in bases:
-                if (t.name, base) in values and (t.name, label) in values:
-                    va, vb = values[t.name, label], values[t.name, base]
-                    tests.append(permutation(va, vb) if va.size >= 2 and vb.size >= 2 else None)
-                    family.append(_comparison(t, label, base, va, vb, tests[-1]))
+        for label, base in compared_pairs(labels):
+            if (t.name, base) in values and (t.name, label) in values:
+                va, vb = values[t.name, label], values[t.name, base]
+                tests.append(permutation(va, vb) if va.size >= 2 and vb.size >= 2 else None)
+                family.append(_comparison(t, label, base, va, vb, tests[-1]))
         for comparison, test, adjusted in zip(family, tests, holm([f["p_exact"] for f in family])):
             comparison["p_holm"] = adjusted
             comparison["word"] = _word(comparison, t)
@@ -320,7 +338,54 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
         claims.append({"a": a, "b": b, "relation": relation, "source": source, "holds": holds,
                        "tasks": list(per_task), "words": {task: _claim_word(f, relation) for task, f in
                                                           per_task.items()}})
-    return {"comparisons": comparisons, "claims": claims}
+    return {"comparisons": comparisons, "claims": claims, "across_tasks": across_tasks(rows, tasks, labels)}
+
+
+def across_tasks(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str]) -> dict[str, Any]:
+    """Each cell over the whole suite (Agarwal et al. 2021, ``aggregate``): its final runs normalised per task (0 =
+    the task's memoryless baseline, 1 = perfect; a failed run scores 0, what it learnt), then the IQM, mean, median
+    and optimality gap with 95% stratified-bootstrap intervals, and P(cell > baseline cell) with its interval; over
+    the cells with runs on every task."""
+    if any(math.isnan(t.baseline) or math.isnan(t.perfect) for t in tasks):
+        return {}
+    by = {(r["task"], r["cell"]): r for r in rows}
+    normalised = {label: runs for label in labels if (runs := _normalised_runs(by, tasks, label)) is not None}
+    scores = {label: {name: [float(f(runs)), *map(float, stratified_bootstrap(f, runs))]
+                      for name, f in AGGREGATES.items()} for label, runs in normalised.items()}
+    improvement = [{"a": a, "b": b, "p": float(probability_of_improvement(normalised[a], normalised[b])),
+                    "interval": list(map(float, stratified_bootstrap(probability_of_improvement, normalised[a],
+                                                                     normalised[b], reps=PAIR_REPS)))}
+                   for a in normalised for b in BASELINES if b in normalised and b != a]
+    profiles = {label: performance_profile(runs, PROFILE_TAUS).tolist() for label, runs in normalised.items()}
+    return {"tasks": [t.name for t in tasks], "reps": REPS, "pair_reps": PAIR_REPS, "seed": 0,
+            "taus": PROFILE_TAUS.tolist(), "scores": scores, "improvement": improvement, "profiles": profiles}
+
+
+PROFILE_TAUS = np.array([0.25, 0.5, 0.75, 0.9])
+
+
+def _normalised_runs(by: dict[tuple[str, str], dict[str, Any]], tasks: list[BenchTask],
+                     label: str) -> list[np.ndarray] | None:
+    """The cell's final runs on each task on the 0 (baseline) to 1 (perfect) scale, a failed run as 0; None when
+    a task has no run of it."""
+    runs = []
+    for t in tasks:
+        row = by.get((t.name, label))
+        values = None if row is None else np.r_[normalise(np.asarray(row["values"]), t.baseline, t.perfect),
+                                                np.zeros(row.get("failed", 0))]
+        if values is None or values.size == 0:
+            return None
+        runs.append(values)
+    return runs
+
+
+def compared_pairs(labels: list[str]) -> list[tuple[str, str]]:
+    """(a, b) for every cell against each baseline (a baseline meets only those before it: gru vs rnn, lstm vs rnn
+    and gru), then each claim's pair not among them (Greff's variants against their vanilla LSTM): one Holm family
+    per task."""
+    pairs = [(label, base) for label in labels
+             for base in (BASELINES[:BASELINES.index(label)] if label in BASELINES else BASELINES)]
+    return pairs + [(a, b) for a, b, _, _ in CLAIMS if (a, b) not in pairs and a in labels and b in labels]
 
 
 def _comparison(task: BenchTask, a: str, b: str, va: np.ndarray, vb: np.ndarray,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rnnlab.experiments.bench_cells import DECIDING_TEST, EQUIVALENCE_TEST, BenchResults, rejudge
+from rnnlab.experiments.bench_cells import BASELINES, DECIDING_TEST, EQUIVALENCE_TEST, BenchResults, rejudge
 from rnnlab.files import publish_files
 from rnnlab.page import PAGE_JSON, Heading, Page, Paragraph, Table, markdown
 from rnnlab.pages.format import fmt_p, interval_text
@@ -17,6 +17,47 @@ def _bench_value(row: dict[str, Any]) -> str:
         return f"{row['runs']} run(s)"
     failed = f"; {row['failed']} failed" if row["failed"] else ""
     return f"{row['mean']:.3g} ± {row['std']:.2g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]{failed}"
+
+
+def _lstm_names(cells: list[str]) -> str:
+    if "lstm-vanilla" not in cells:
+        return ""
+    return ("Greff et al. 2017's names: lstm-vanilla is their vanilla LSTM (with peepholes), lstm-X their variant X "
+            "of it (NIG, NFG, NOG: no input, forget or output gate; NIAF, NOAF: no input or output activation; "
+            "CIFG: f = 1 − i; FGR: every gate also reads the previous step's gates), and lstm is their NP (no "
+            "peepholes: PyTorch's LSTM). ")
+
+
+def _across_tasks_blocks(across: dict[str, Any]) -> list:
+    """The suite summarised per cell (Agarwal et al. 2021), best IQM first; nothing for results judged before."""
+    if not across.get("scores"):
+        return []
+    names = list(next(iter(across["scores"].values())))
+    bases = [b for b in BASELINES if any(f["b"] == b for f in across["improvement"])]
+    better = {(f["a"], f["b"]): f for f in across["improvement"]}
+
+    def interval(point: float, low: float, high: float) -> str:
+        return f"{point:.2f} [{low:.2f}, {high:.2f}]"
+
+    order = sorted(across["scores"], key=lambda c: -across["scores"][c]["IQM"][0])
+    rows = [[cell, *[interval(*across["scores"][cell][n]) for n in names],
+             *[interval(better[cell, b]["p"], *better[cell, b]["interval"]) if (cell, b) in better else "–"
+               for b in bases],
+             " / ".join(f"{v:.2f}" for v in across["profiles"][cell])] for cell in order]
+    return [
+        Heading("Across tasks"),
+        Paragraph(f"Each cell's final runs on {', '.join(across['tasks'])}, each task scaled from 0 (its memoryless "
+                  "baseline, stated with the task below) to 1 (a perfect score), a failed run counted as 0, then "
+                  "summarised as Agarwal et al. 2021 (rliable) do: the interquartile mean of all runs × tasks (the "
+                  "outer quarters cut, so neither a few failed seeds nor one easy task decide it), the mean and median "
+                  "of the per-task means, the optimality gap (how far the runs fall short of 1), and P(cell > b), the "
+                  "chance that a run of the cell beats a run of b on a task, averaged over tasks; 95% intervals from "
+                  f"the stratified bootstrap (runs resampled within each task, {across['reps']:,} draws, "
+                  f"{across['pair_reps']:,} for P, seed {across['seed']}). The profile is the fraction of runs above "
+                  f"each τ in {' / '.join(f'{t:g}' for t in across['taus'])}. With three tasks these describe this "
+                  "suite, not a cell's merit in general."),
+        Table(["cell", *names, *[f"P(cell > {b})" for b in bases], "profile"], rows),
+    ]
 
 
 def _signed(x: float) -> str:
@@ -56,7 +97,7 @@ def bench_cells_page(results: BenchResults) -> Page:
         Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
         Heading("Test metric per cell and task"),
         Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters at the task's "
-                  "budget; the learning rate the search chose. " + " ".join(
+                  "budget; the learning rate the search chose. " + _lstm_names(cells) + " ".join(
                       f"**{t['name']}** ({t['metric']}, {'higher' if t['higher_is_better'] else 'lower'} is better; "
                       f"budget {t['budget']:,} parameters; 'same' within ±{t['same_margin']:g}, "
                       f"{t['margin_why']}): {t['why']}." for t in tasks)),
@@ -64,7 +105,8 @@ def bench_cells_page(results: BenchResults) -> Page:
               [[c] + [f"{_bench_value(rows[t['name'], c])} (h {rows[t['name'], c]['hidden']}, "
                       f"{rows[t['name'], c]['params']:,} p, lr {rows[t['name'], c]['lr']:g})" for t in tasks]
                for c in cells]),
-        Heading("Every cell against the vanilla RNN, the GRU and the LSTM"),
+        *_across_tasks_blocks(results.across_tasks),
+        Heading("Every cell against the vanilla RNN, the GRU and the LSTM, and each claim's pair"),
         Paragraph("a − b of the test metric with the interval that inverts the exact permutation test at the level "
                   "its Holm-adjusted p implies (so it excludes 0 exactly when the verdict is 'better' or 'worse'); "
                   "the exact permutation p and its Holm adjustment within the task, which decides the verdict; P(a "
