@@ -415,3 +415,57 @@ def test_real_nlu_files():
     assert len(dev) == 1000 and len(test) == 4000
     assert sum(s.label == 0 for s in dev) == 659 and sum(s.label == 0 for s in test) == 2700
     assert [r[2] for r in registry.verify("nlu")][:3] == ["ok", "ok", "ok"]
+
+
+# -- long memory: selective copying and associative recall ---------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), length=st.integers(1, 40), tokens=st.integers(1, 8),
+       alphabet=st.integers(3, 12))
+def test_selective_copy_scatters_the_tokens_among_noise_and_asks_for_them_in_order(seed, length, tokens, alphabet):
+    from rnnlab.data.synthetic import selective_copy_data
+
+    x, y = selective_copy_data(5, length, tokens, alphabet, np.random.default_rng(seed))
+    assert x.shape == y.shape == (5, length + 2 * tokens)
+    for xi, yi in zip(x, y):
+        head = xi[:length + tokens]
+        data = head[head != 0]
+        assert data.size == tokens and data.min() >= 1 and data.max() <= alphabet - 2
+        assert (xi[length + tokens:] == alphabet - 1).all()                       # the markers
+        assert (yi[length + tokens:] == data).all() and (yi[:length + tokens] == 0).all()
+
+
+def test_selective_copy_scores_the_recalled_tokens_alone():
+    from rnnlab.data.tasks import build_model
+
+    task = get_task("selective-copy", n_train=8, n_dev=8, n_test=12, length=10, tokens=3, alphabet=6, seed=1)
+    model = build_model(task, "gru", 4, seed=0, dtype=np.float64)
+    data = task.splits["test"]
+    batch = data.batch(np.arange(len(data)))
+    logits = model.forward(batch)[0]
+    expected = (np.argmax(logits[-3:], axis=-1) == batch.y[-3:]).mean()
+    assert task.task_metrics(model)["test_recall_accuracy"] == pytest.approx(expected)
+    assert task.info["chance"] == pytest.approx(1 / 4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), pairs=st.integers(1, 26))
+def test_associative_recall_answers_with_the_digit_bound_to_the_query(seed, pairs):
+    from rnnlab.data.synthetic import LETTERS, QUERY_MARK, associative_recall_data
+
+    x, y = associative_recall_data(20, pairs, np.random.default_rng(seed))
+    assert x.shape == (20, 2 * pairs + 3)
+    for xi, yi in zip(x, y):
+        keys, values = xi[:2 * pairs:2], xi[1:2 * pairs:2] - LETTERS
+        assert len(set(keys)) == pairs and keys.max() < LETTERS and 0 <= values.min() and values.max() < 10
+        assert (xi[2 * pairs:2 * pairs + 2] == QUERY_MARK).all()
+        assert yi == dict(zip(keys.tolist(), values.tolist()))[int(xi[-1])]
+
+
+def test_associative_recall_is_at_chance_without_memory():
+    from rnnlab.data.synthetic import associative_recall_data
+
+    _, y = associative_recall_data(5000, 8, np.random.default_rng(0))
+    assert np.abs(np.bincount(y, minlength=10) / y.size - 0.1).max() < 0.02
+    with pytest.raises(ValueError, match="1 to 26 pairs"):
+        associative_recall_data(1, 27)

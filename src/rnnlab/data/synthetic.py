@@ -4,6 +4,8 @@
 - ``lk_words``: S2's (l,k)-discrepancy inputs u = 0^l and v = 1 0^(l−1), one-hot over {0, 1}
 - ``adding_data``: the adding problem (Hochreiter & Schmidhuber 1997): sum the two marked values
 - ``copy_data``: the copy / memory task (Arjovsky et al. 2016): repeat K symbols after a delay
+- ``selective_copy_data``: selective copying (Gu & Dao 2023): recall M tokens scattered among noise, in order
+- ``associative_recall_data``: associative recall (Ba et al. 2016): the digit bound to a queried letter
 """
 
 from __future__ import annotations
@@ -66,4 +68,47 @@ def copy_data(n: int, symbols: int = 8, copy_length: int = 10, delay: int = 20,
     x[:, :copy_length] = seq
     x[:, copy_length + delay - 1] = symbols + 1
     y[:, -copy_length:] = seq
+    return x, y
+
+
+def selective_copy_data(n: int, length: int = 256, tokens: int = 16, alphabet: int = 16,
+                        rng: np.random.Generator | None = None):
+    """Token ids x, y (n, length + 2 tokens), as the Mamba authors' generator (``torch_copying_data(variable=True)``):
+    ``tokens`` data symbols from 1..alphabet − 2 at sorted random positions among the first length + tokens
+    steps, the noise symbol 0 elsewhere, then ``tokens`` markers (alphabet − 1); the target is 0 except at the
+    markers, which hold the data symbols in order. Guessing scores 1 / (alphabet − 2) on the recalled tokens."""
+    if alphabet < 3 or tokens < 1:
+        raise ValueError(f"selective copy: expected alphabet >= 3 and tokens >= 1, got {alphabet} and {tokens}")
+    rng = rng or np.random.default_rng(0)
+    span = length + tokens
+    x = np.zeros((n, span + tokens), np.int64)
+    y = np.zeros((n, span + tokens), np.int64)
+    data = rng.integers(1, alphabet - 1, size=(n, tokens))
+    for i in range(n):
+        x[i, np.sort(rng.choice(span, tokens, replace=False))] = data[i]
+    x[:, span:] = alphabet - 1
+    y[:, span:] = data
+    return x, y
+
+
+LETTERS, DIGITS = 26, 10
+QUERY_MARK = LETTERS + DIGITS       # "?", after the letters (0–25) and the digits (26–35)
+
+
+def associative_recall_data(n: int, pairs: int = 8, rng: np.random.Generator | None = None):
+    """Token ids x (n, 2 pairs + 3) and labels y (n,): ``pairs`` distinct letters each followed by a digit (digits
+    may repeat), then "??" and one of the letters; the label is the digit bound to it (c9k8j3f1??c → 9).
+    Guessing scores 1/10."""
+    if not 1 <= pairs <= LETTERS:
+        raise ValueError(f"associative recall: expected 1 to {LETTERS} pairs, got {pairs}")
+    rng = rng or np.random.default_rng(0)
+    x = np.empty((n, 2 * pairs + 3), np.int64)
+    y = np.empty(n, np.int64)
+    for i in range(n):
+        keys = rng.choice(LETTERS, pairs, replace=False)
+        values = rng.integers(0, DIGITS, pairs)
+        asked = int(rng.integers(0, pairs))
+        x[i, :2 * pairs:2], x[i, 1:2 * pairs:2] = keys, LETTERS + values
+        x[i, 2 * pairs:] = QUERY_MARK, QUERY_MARK, keys[asked]
+        y[i] = values[asked]
     return x, y

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rnnlab.data import reber, synthetic, text
+from rnnlab.data import formal, reber, synthetic, text
 from rnnlab.data.containers import Batch, SequenceData, StreamData
 from rnnlab.data.polyphonic import load_polyphonic
 from rnnlab.data.registry import DataError, find_file, reading, require_file, verified
@@ -153,6 +153,93 @@ def copy_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, symbols:
     return Task("copy", splits, input_size=symbols + 2, output_size=symbols + 2, head="steps", input_kind="one_hot",
                 info={"symbols": symbols, "copy_length": copy_length, "delay": delay,
                       "baseline_loss": copy_length * np.log(symbols) / T})
+
+
+def selective_copy_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, length: int = 256, tokens: int = 16,
+                        alphabet: int = 16, seed: int = 0) -> Task:
+    """Selective copying (Gu & Dao 2023, scaled down from L = 4096): recall ``tokens`` symbols scattered among
+    noise, in order, at the markers. Every step is scored, as in the copy task; ``recall_accuracy`` is the
+    accuracy on the recalled tokens alone (chance 1 / (alphabet − 2))."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        x, y = synthetic.selective_copy_data(n, length, tokens, alphabet, rng)
+        splits[name] = SequenceData(list(x), list(y), per_step=True)
+
+    def measure(model: RecurrentModel, split: str) -> dict[str, float]:
+        data, right = splits[split], 0
+        for index in data.batch_indices(256):
+            batch = data.batch(index)
+            logits, _, _ = model.forward(batch)          # (T, B, alphabet)
+            right += int((np.argmax(logits[-tokens:], axis=-1) == batch.y[-tokens:]).sum())
+        return {"recall_accuracy": right / (len(data) * tokens)}
+
+    return Task("selective-copy", splits, input_size=alphabet, output_size=alphabet, head="steps",
+                input_kind="one_hot", measure=measure,
+                info={"length": length, "tokens": tokens, "alphabet": alphabet, "chance": 1 / (alphabet - 2)})
+
+
+def associative_recall_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, pairs: int = 8,
+                            seed: int = 0) -> Task:
+    """Associative recall (Ba et al. 2016): the digit bound to a queried letter, read at the last step (chance
+    1/10)."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("dev", n_dev), ("test", n_test)):
+        x, y = synthetic.associative_recall_data(n, pairs, rng)
+        splits[name] = SequenceData(list(x), y)
+    return Task("associative-recall", splits, input_size=synthetic.QUERY_MARK + 1, output_size=synthetic.DIGITS,
+                head="last", input_kind="one_hot", info={"pairs": pairs, "chance": 1 / synthetic.DIGITS})
+
+
+def formal_task(language: str, n_train: int = 2000, n_dev: int = 500, n_test: int = 1000,
+                train_max_length: int = formal.TRAIN_MAX_LENGTH, test_max_length: int = formal.TEST_MAX_LENGTH,
+                seed: int = 0) -> Task:
+    """A formal language of Delétang et al. 2023 (``rnnlab.data.formal``): strings of lengths 1..train_max_length
+    to train and validate on, train_max_length + 1..test_max_length to test on (drawn uniformly), each followed by
+    the empty token at which the class is read. Besides loss and accuracy, every split reports ``length_accuracy``,
+    the mean over lengths of the accuracy at each length (Delétang's score, on the test split), and the test split
+    its accuracy per length band."""
+    if train_max_length < 1 or test_max_length <= train_max_length:
+        raise ValueError(f"task {language}: expected 1 <= train_max_length < test_max_length, got "
+                         f"{train_max_length} and {test_max_length}")
+    rule = formal.LANGUAGES[language]
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n, low, high in (("train", n_train, 1, train_max_length), ("dev", n_dev, 1, train_max_length),
+                               ("test", n_test, train_max_length + 1, test_max_length)):
+        allowed = rule.lengths(low, high)
+        if allowed.size == 0:
+            raise ValueError(f"task {language}: no string length in {low}..{high} (lengths are multiples of "
+                             f"{rule.step})")
+        strings, labels = rule.generate(rng.choice(allowed, n), rng)
+        splits[name] = SequenceData(formal.with_answer_slot(strings, rule.alphabet), labels)
+    bands = _length_bands(train_max_length, test_max_length)
+
+    def measure(model: RecurrentModel, split: str) -> dict[str, float]:
+        data = splits[split]
+        right = np.zeros(len(data))
+        for index in data.batch_indices(256, None, by_length=True, bucket=False):
+            batch = data.batch(index)
+            logits, _, _ = model.forward(batch)
+            right[index] = np.argmax(logits, axis=-1) == batch.y
+        lengths = data.lengths - 1
+        out = {"length_accuracy": float(np.mean([right[lengths == n].mean() for n in np.unique(lengths)]))}
+        if split == "test":
+            out.update({f"accuracy_{a}_{b}": float(right[(lengths >= a) & (lengths <= b)].mean())
+                        for a, b in bands if ((lengths >= a) & (lengths <= b)).any()})
+        return out
+
+    return Task(language, splits, input_size=rule.alphabet + 1, output_size=rule.classes, head="last",
+                input_kind="one_hot", measure=measure,
+                info={"chance": rule.chance, "train_lengths": [1, train_max_length],
+                      "test_lengths": [train_max_length + 1, test_max_length]})
+
+
+def _length_bands(low: int, high: int) -> list[tuple[int, int]]:
+    """The test lengths in bands of 100 from low + 1 (41–100, 101–200, …, 401–500 by default)."""
+    edges = [low] + list(range((low // 100 + 1) * 100, high, 100)) + [high]
+    return [(a + 1, b) for a, b in zip(edges, edges[1:])]
 
 
 # -- real data --------------------------------------------------------------------------------
@@ -315,6 +402,9 @@ TASKS: dict[str, Callable[..., Task]] = {
     "embedded-reber": embedded_reber_task,
     "adding": adding_task,
     "copy": copy_task,
+    "selective-copy": selective_copy_task,
+    "associative-recall": associative_recall_task,
+    **{name: functools.partial(formal_task, name) for name in formal.LANGUAGES},
     "nlu-lm": nlu_lm_task,
     "nlu-agreement": nlu_agreement_task,
     "linzen-agreement": linzen_agreement_task,
