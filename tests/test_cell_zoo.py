@@ -337,6 +337,7 @@ def test_bench_cells_quick_runs_a_user_cell_beside_the_built_ins(tmp_path, capsy
     out = tmp_path / "bench"
     assert main(["bench-cells", "rnn", "gru", "--cell", f"{EXAMPLE}:MGU", "--tasks", "adding-50", "--quick",
                  "--workers", "1", "--out", str(out), "--publish", str(tmp_path / "cells.md")]) == 0
+    assert "bench-cells: 3 cells × 1 tasks = 3 configurations" in capsys.readouterr().err     # the plan, first
     results = json.loads((out / "results.json").read_text())
     assert [r["cell"] for r in results["rows"]] == ["rnn", "gru", "mgu"]
     assert all(r["runs"] == 2 and r["failed"] == 0 for r in results["rows"])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,16 @@ class BenchPlan:
     def key(self, task: BenchTask, cell: BenchCell) -> str:
         return RunSpec(cell.label, task.task, group=task.name).key
 
+    def describe(self) -> str:
+        """The plan in one line: what trains, before anything does."""
+        pairs = len(self.tasks) * len(self.cells)
+        search = pairs * len(self.learning_rates) * len(self.search_seeds)
+        final = pairs * len(self.final_seeds)
+        return (f"bench-cells: {len(self.cells)} cells × {len(self.tasks)} tasks = {pairs} configurations; search "
+                f"{len(self.learning_rates)} learning rates × {len(self.search_seeds)} seeds = {search} runs, then the "
+                f"winners on {len(self.final_seeds)} fresh seeds = {final} runs ({search + final} in all; those "
+                "already stored are read, not trained)")
+
 
 def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False) -> BenchPlan:
     """The benchmark of ``cells`` on ``tasks``: each (task, cell) a configuration at the task's budget,
@@ -255,6 +266,8 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
     """The plan's searches, then its final runs, through the study pipeline, judged; the results are
     also written to OUT/results.json. One command at a time holds OUT."""
     out = Path(out)
+    if progress:
+        print(plan.describe(), file=sys.stderr, flush=True)
     with hold(out):
         started = time.time()
         tuned = tune_experiment(plan.experiment, out, quick=plan.quick, executor=executor, address=address,
