@@ -450,3 +450,27 @@ def test_every_shipped_sweep_file_parses_into_valid_trials(path):
     assert len(trials) >= sweep.seeds and len({t.id for t in trials}) == len(trials)
     assert {t.seed for t in trials} == set(range(sweep.seeds))
     assert quick_version(sweep).trials()     # `--quick` checks a file before its long run
+
+
+def test_a_random_search_reports_what_each_setting_explains(monkeypatch):
+    """A random search over two settings gets a fANOVA section: here the score depends on the learning rate alone.
+    A grid gets none, and without the extra the page says how to get it."""
+    from rnnlab.experiments import importance
+    from rnnlab.experiments.sweeps import sweep_results
+    from rnnlab.page import markdown
+    from rnnlab.pages.sweep import sweep_page
+
+    sweep = parse_sweep('task = "adding"\nmetric = "dev_loss"\nsamples = 40\n[search]\n'
+                        'lr = { loguniform = [1e-4, 1e-1] }\nclip = { uniform = [0.5, 5.0] }\n')
+    records = [{"id": t.id, "group": t.group, "config": t.config, "values": t.values, "seed": t.seed, "status": "ok",
+                "error": "", "seconds": 1.0, "metrics": {"dev_loss": (math.log10(t.values["lr"]) + 2.5) ** 2}}
+               for t in sweep.trials()]
+    if importance.available():
+        found = sweep_results(sweep, records).importance
+        assert found["configurations"] == 40 and found["shares"]["lr"] > 0.8 > found["shares"]["clip"]
+        assert "## Hyperparameter importance" in markdown(sweep_page(sweep_results(sweep, records), []))
+    monkeypatch.setattr(importance, "available", lambda: False)
+    page = markdown(sweep_page(sweep_results(sweep, records), []))
+    assert "Not computed: pip install 'rnnlab[importance]'" in page
+    grid = parse_sweep('task = "adding"\nmetric = "dev_loss"\n[search]\nlr = [0.01, 0.1]\nclip = [1.0, 2.0]\n')
+    assert sweep_results(grid, []).importance is None

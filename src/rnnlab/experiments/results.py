@@ -211,3 +211,4 @@ class SweepResults:
     seconds: float = 0.0
     executor: str = ""
     calls: list[dict[str, Any]] = field(default_factory=list)
+    importance: dict[str, Any] | None = None     # a random search's fANOVA shares (``importance.importance``)

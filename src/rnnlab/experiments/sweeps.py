@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rnnlab.data.tasks import TASKS
+from rnnlab.experiments import importance
 from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import Job, JobStore, log_call, progress_bar, run_job
 from rnnlab.experiments.executors import executor as make_executor
@@ -632,12 +633,31 @@ def _sweep_summary(sweep: Sweep, store: TrialStore, trained_now: int, executor: 
 def sweep_results(sweep: Sweep, records: list[dict], **call: Any) -> SweepResults:
     """What the trials' ``records`` say, judged by today's rules: each group's configurations best first and the
     first axis's comparisons; ``call``: what the call that trained them did (``SweepResults``' last fields)."""
+    groups = summarize(sweep, records)
     return SweepResults(
         source=sweep.source, task=sweep.task, metric=sweep.metric, mode=sweep.mode, seeds=sweep.seeds,
         samples=sweep.samples, searched=sweep.searched, log_axes=[k for k, d in sweep.sampled.items() if d.log],
         plot_axes=[k for k, v in sweep.grid.items() if not isinstance(v[0], dict)] + list(sweep.option_grid)
-        + list(sweep.sampled), trials=len(sweep.trials()), groups=summarize(sweep, records), records=records,
-        comparisons=compare_first_axis(sweep, records), **call)
+        + list(sweep.sampled), trials=len(sweep.trials()), groups=groups, records=records,
+        comparisons=compare_first_axis(sweep, records), importance=search_importance(sweep, groups), **call)
+
+
+MIN_IMPORTANCE_CONFIGURATIONS = 8
+
+
+def search_importance(sweep: Sweep, groups: list[dict]) -> dict[str, Any] | None:
+    """A random search's hyperparameter importance (``rnnlab.experiments.importance``) over its configurations'
+    mean scores, where it samples and searches two or more settings, at least ``MIN_IMPORTANCE_CONFIGURATIONS``
+    finished and the importance extra is installed; else None (the page says which)."""
+    if not sweep.sampled or len(sweep.searched) < 2:
+        return None
+    if not importance.available():
+        return {"missing": importance.EXTRA}
+    configs = [c for g in groups for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
+    if len(configs) < MIN_IMPORTANCE_CONFIGURATIONS:
+        return None
+    found = importance.importance([c["values"] for c in configs], [c["mean"] for c in configs])
+    return dataclasses.asdict(found)
 
 
 # -- a study's own search (reproduce NAME --tune) --------------------------------------------------
