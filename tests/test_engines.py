@@ -202,7 +202,8 @@ def test_numba_caches_stay_valid_after_later_calls(kind):
 def test_compiled_programs_are_keyed_by_the_cells_declared_configuration():
     assert rnnlab.GRU(2, 3, variant="cho").config != rnnlab.GRU(2, 3, variant="cudnn").config
     assert rnnlab.RNN(2, 3, activation="relu").config == rnnlab.RNN(5, 7, activation="relu").config
-    assert rnnlab.LSTM(2, 3).config == (rnnlab.LSTM, ("forget_bias", 1.0), ("ablate", "none"), ("peepholes", False))
+    assert rnnlab.LSTM(2, 3).config == (rnnlab.LSTM, ("forget_bias", 1.0), ("ablate", "none"), ("peepholes", False),
+                                        ("gate_recurrence", False))
     assert rnnlab.LSTM(2, 3, ablate="cifg").config != rnnlab.LSTM(2, 3).config
     hash(rnnlab.LSTM(2, 3, ablate="nog", peepholes=True).config)       # one frozen value: a key
 
