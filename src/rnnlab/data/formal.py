@@ -1,7 +1,7 @@
 """Formal languages for length generalisation, in the frame of Delétang et al. 2023 ("Neural Networks and the
-Chomsky Hierarchy"; ``../shared/reference/SUITE.md`` §6): a string over Σ_I, then one empty token at which the
-model answers with one of |Σ_O| classes. Trained on lengths 1..40, tested on 41..500; the score is the mean
-over test lengths of the accuracy at each length.
+Chomsky Hierarchy"; ``../shared/reference/SUITE.md`` §6): a string over the input alphabet, then one empty token
+at which the model answers with one of the output alphabet's classes. Trained on lengths 1..40, tested on 41..500;
+the score is the mean over test lengths of the accuracy at each length.
 
 Each generator returns (strings, labels) for given lengths, from a NumPy generator:
 
@@ -127,8 +127,8 @@ def anbncn(lengths: np.ndarray, rng: np.random.Generator) -> tuple[list[np.ndarr
 
 class Language(NamedTuple):
     generate: Callable[[np.ndarray, np.random.Generator], tuple[list[np.ndarray], np.ndarray]]
-    alphabet: int                  # |Σ_I|
-    classes: int                   # |Σ_O|
+    alphabet: int                  # the input alphabet's size
+    classes: int                   # the answers'
     chance: float                  # a memoryless model's accuracy
     step: int = 1                  # the lengths it has: multiples of step (plus ``offset``)
     offset: int = 0
