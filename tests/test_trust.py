@@ -177,7 +177,8 @@ def test_a_bench_store_trained_with_another_version_of_a_cell_file_is_refused(tm
     cell = tmp_path / "bench.py"
     cell.write_text(EXAMPLE.read_text())
     out = tmp_path / "bench"
-    args = ("bench-cells", "--cell", f"{cell}:MGU", "--tasks", "adding-50", "--quick", "--workers", "1", "--out", out)
+    args = ("bench-cells", "rnn", "--cell", f"{cell}:MGU", "--tasks", "adding-50", "--quick", "--workers", "1",
+            "--out", out)
     code, _, err = cli(capsys, *args)
     assert code == 0, err
     before = _sha256(cell)
