@@ -469,3 +469,67 @@ def test_associative_recall_is_at_chance_without_memory():
     assert np.abs(np.bincount(y, minlength=10) / y.size - 0.1).max() < 0.02
     with pytest.raises(ValueError, match="1 to 26 pairs"):
         associative_recall_data(1, 27)
+
+
+# -- sequential digits (scikit-learn's 8×8 digits, from its wheel) ---------------------------------
+
+def test_sequential_digits_read_pixel_by_pixel_or_row_by_row_with_one_fixed_permutation():
+    pytest.importorskip("sklearn", reason="the importance extra (scikit-learn) is not installed")
+    from rnnlab.data.tasks import load_digits
+
+    pixels, labels = load_digits()
+    assert pixels.shape == (1797, 64) and pixels.min() == 0 and pixels.max() == 1
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    plain = get_task("digits", seed=4)
+    rows = get_task("digits", read="rows", seed=4)
+    permuted = get_task("digits", permuted=True, seed=4)
+    assert sum(len(plain.splits[s]) for s in ("train", "dev", "test")) == 1797
+    assert (len(plain.splits["dev"]), len(plain.splits["test"])) == (300, 300)
+    assert plain.splits["train"].inputs[0].shape == (64, 1) and rows.splits["train"].inputs[0].shape == (8, 8)
+    assert np.array_equal(plain.splits["test"].inputs[5].ravel(), rows.splits["test"].inputs[5].ravel())
+    perm = np.array(permuted.info["permutation"])
+    assert sorted(perm) == list(range(64)) and not np.array_equal(perm, np.arange(64))
+    for i in (0, 7):          # one permutation for every image (pMNIST's protocol)
+        assert np.array_equal(permuted.splits["test"].inputs[i].ravel(), plain.splits["test"].inputs[i].ravel()[perm])
+    assert permuted.info["permutation"] == get_task("digits", permuted=True, seed=4).info["permutation"]
+    assert 0.1 <= plain.info["majority_rate"] < 0.2 and plain.info["chance"] == 0.1
+    with pytest.raises(ValueError, match="read is 'pixels' or 'rows'"):
+        get_task("digits", read="columns")
+
+
+def test_digits_that_are_not_the_pinned_ones_are_refused(monkeypatch):
+    sklearn_datasets = pytest.importorskip("sklearn.datasets", reason="the importance extra is not installed")
+    real = sklearn_datasets.load_digits
+
+    def altered():
+        digits = real()
+        digits.data[0, 0] += 1
+        return digits
+    monkeypatch.setattr(sklearn_datasets, "load_digits", altered)
+    with pytest.raises(DataError, match="digits data has sha256 .* not the pinned"):
+        get_task("digits")
+
+
+def test_digits_without_scikit_learn_name_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.startswith("sklearn"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    with pytest.raises(DataError, match=r"rnnlab\[importance\]"):
+        get_task("digits")
+
+
+def test_a_gru_reads_the_digits_row_by_row_well_above_the_majority_rate():
+    pytest.importorskip("sklearn", reason="the importance extra (scikit-learn) is not installed")
+    from rnnlab.experiments.executors import run_job
+    from rnnlab.experiments.settings import default_settings
+
+    settings = default_settings("digits", cell="gru", hidden=16, epochs=4, lr=0.01, optimizer="adam", batch_size=32)
+    settings["task_options"] = {"read": "rows"}
+    outcome = run_job(settings)
+    assert outcome["status"] == "ok" and outcome["metrics"]["test_accuracy"] > 0.5
