@@ -507,3 +507,30 @@ def test_a_benchmark_tasks_direction_is_the_metric_registrys():
     assert all(t.higher_is_better == metric(t.metric).higher_is_better for t in TASKS)
     with pytest.raises(ValueError, match="test_loss is lower-is-better in the metric registry"):
         BenchTask("x", "adding", {}, {}, 100, "test_loss", higher_is_better=True)
+
+
+def test_the_suites_tasks_build_and_state_the_baselines_their_tasks_report():
+    """Every task of the wider suite builds without a download at its budget, and its memoryless baseline is what
+    the task itself reports (adding's MSE, copy's guessing loss, the chance of the others)."""
+    from rnnlab.data.tasks import get_task
+    from rnnlab.experiments.bench_cells import CELLS, SUITE_TASKS, TASKS, bench_plan
+
+    assert len({t.name for t in TASKS + SUITE_TASKS}) == len(TASKS) + len(SUITE_TASKS) >= 16
+    for t in SUITE_TASKS:
+        info = get_task(t.task, **{**t.task_options, "n_train": 8, "n_dev": 4, "n_test": 4}).info
+        stated = info.get("baseline_mse", info.get("baseline_loss", info.get("chance")))
+        assert t.baseline == pytest.approx(stated), t.name
+        assert t.perfect == (0.0 if t.metric.endswith("loss") else 1.0)
+    gru = next(c for c in CELLS if c.label == "gru")
+    plan = bench_plan([gru], [t for t in SUITE_TASKS if t.name in ("dyck-2", "copy-500")])
+    assert all(plan.sizes[t.name, "gru"][1] <= 1.2 * t.budget for t in plan.tasks)     # matched to the budget
+
+
+def test_bench_cells_quick_runs_a_formal_language_and_scores_it_by_length(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["bench-cells", "rnn", "gru", "--tasks", "parity-check", "--quick", "--workers", "1",
+                 "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [r["task"] for r in results["rows"]] == ["parity-check"] * 2
+    assert all(0 <= v <= 1 for r in results["rows"] for v in r["values"])
+    assert results["across_tasks"]["tasks"] == ["parity-check"]

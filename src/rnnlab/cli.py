@@ -538,7 +538,10 @@ def _bench_cells_command(sub) -> None:
     bench.add_argument("cells", nargs="*", metavar="CELL", help="labels of the built-in benchmark cells (default: all)")
     bench.add_argument("--cell", action="append", default=[], metavar="FILE.py:Class",
                        help="add your own cell (repeatable); it joins every table")
-    bench.add_argument("--tasks", default=None, help="comma-separated task labels (default: all)")
+    bench.add_argument("--tasks", default=None, help="comma-separated task labels (default: adding-50, copy-20, "
+                       "mean-sign-20; the suite adds adding-200/1000, copy-100/500, selective-copy-256, "
+                       "associative-recall-8 and the formal languages: parity-check, even-pairs, cycle-navigation, "
+                       "modular-arithmetic, dyck-1, dyck-2, anbncn)")
     bench.add_argument("--out", default="runs/bench-cells", help="where the runs and results go")
     bench.add_argument("--publish", nargs="?", const="docs/results/cells.md", default=None, metavar="FILE",
                        help="also write the page (default: docs/results/cells.md)")
@@ -559,8 +562,8 @@ def _bench_cells(args: argparse.Namespace) -> int:
         raise ValueError(f"cells: unknown benchmark cell(s) {unknown}; expected labels from {sorted(known)}")
     cells = [known[c] for c in args.cells] or list(bench_cells.CELLS)
     cells += [bench_cells.parse_cell(spec) for spec in args.cell]
-    tasks = {t.name: t for t in bench_cells.TASKS}
-    names = tasks if args.tasks is None else [t.strip() for t in args.tasks.split(",")]
+    tasks = {t.name: t for t in bench_cells.ALL_TASKS}
+    names = [t.name for t in bench_cells.TASKS] if args.tasks is None else [t.strip() for t in args.tasks.split(",")]
     missing = sorted(set(names) - set(tasks))
     if missing:
         raise ValueError(f"--tasks: unknown task(s) {missing}; expected labels from {sorted(tasks)}")

@@ -117,6 +117,51 @@ TASKS = (
               same_margin=0.01, baseline=0.5, perfect=1.0,
               margin_why="one percentage point of accuracy, rnnlab's default tolerance for accuracies"),
 )
+# The suite beyond the three tasks above (issue 42's long-memory ladders and length generalisation), chosen with
+# --tasks; each states its memoryless baseline. Their runs are long (adding-1000: 1,000 steps a sequence): the
+# resumable job store and --executor ray are how they run.
+DATA = {"n_train": 1000, "n_dev": 200, "n_test": 500}
+LENGTH_TOLERANCE = ("one percentage point of the mean accuracy over lengths, Delétang et al.'s score (solved at "
+                    "0.9)")
+
+
+def _adding(length: int) -> BenchTask:
+    return BenchTask(f"adding-{length}", "adding", {**DATA, "length": length}, {**TRAINING, "epochs": 20}, 2000,
+                     "test_loss", why=f"the adding problem over {length} steps; predicting 1 scores MSE 1/6",
+                     same_margin=0.0167, margin_why="a tenth of the memoryless baseline's MSE", baseline=1 / 6,
+                     perfect=0.0)
+
+
+def _copy(delay: int) -> BenchTask:
+    return BenchTask(f"copy-{delay}", "copy", {**DATA, "delay": delay, "copy_length": 5},
+                     {**TRAINING, "epochs": 20}, 3000, "test_loss",
+                     why=f"five of 8 symbols recalled after {delay} steps; guessing them scores 5 ln 8 / {delay + 10}",
+                     same_margin=0.5 * math.log(8) / (delay + 10), margin_why="a tenth of the guessing loss",
+                     baseline=5 * math.log(8) / (delay + 10), perfect=0.0)
+
+
+def _language(name: str, chance: float) -> BenchTask:
+    return BenchTask(name, name, dict(DATA), {**TRAINING, "epochs": 20}, 3000, "test_length_accuracy",
+                     why=f"trained on lengths 1-40, scored on 41-500 (Delétang et al. 2023); chance {chance:.2g}",
+                     same_margin=0.01, margin_why=LENGTH_TOLERANCE, baseline=chance, perfect=1.0)
+
+
+SUITE_TASKS = (
+    _adding(200), _adding(1000), _copy(100), _copy(500),
+    BenchTask("selective-copy-256", "selective-copy", {**DATA, "length": 256, "tokens": 16, "alphabet": 16},
+              {**TRAINING, "epochs": 20}, 3000, "test_recall_accuracy",
+              why="16 tokens among 256 noise steps, recalled in order (Gu & Dao 2023, scaled down); chance 1/14",
+              same_margin=0.01, margin_why="one percentage point of recall accuracy", baseline=1 / 14, perfect=1.0),
+    BenchTask("associative-recall-8", "associative-recall", {**DATA, "pairs": 8}, {**TRAINING, "epochs": 20}, 3000,
+              "test_accuracy", why="the digit bound to a queried letter among 8 pairs (Ba et al. 2016); chance 1/10",
+              same_margin=0.01, margin_why="one percentage point of accuracy", baseline=0.1, perfect=1.0),
+    *(_language(name, chance) for name, chance in (
+        ("parity-check", 1 / 2), ("even-pairs", 1 / 2), ("cycle-navigation", 1 / 5), ("modular-arithmetic", 1 / 5),
+        ("dyck-1", 1 / 2), ("dyck-2", 1 / 2), ("anbncn", 1 / 2))),
+)
+ALL_TASKS = TASKS + SUITE_TASKS
+
+
 PEEPHOLES = {"peepholes": True}       # Greff et al. 2017's vanilla LSTM, which each of their variants changes once
 CELLS = (
     BenchCell("rnn", "rnn"), BenchCell("gru", "gru"), BenchCell("lstm", "lstm"),
@@ -310,7 +355,7 @@ def _rows(plan: BenchPlan, runs: list[Run], lrs: dict[str, float]) -> list[dict[
 def rejudge(results: BenchResults) -> BenchResults:
     """Stored benchmark results (``cells.json``) judged again by today's rules from their per-seed values,
     with today's task definitions (their margins); nothing retrains."""
-    known = {t.name: t for t in TASKS}
+    known = {t.name: t for t in ALL_TASKS}
     tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
     return dataclasses.replace(results, tasks=[vars(t) for t in tasks],
                                **judge(results.rows, tasks, [c["label"] for c in results.cells]))
