@@ -49,13 +49,14 @@ def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results
         rows.append([f"[{exp.title}]({links}{name}.md)", seeds, claims + undecidable, numbers])
     lines = [OVERVIEW_BEGIN, "", md_table(["study", "seeds (setting / tuned)", "its claims", "published numbers"],
                                           rows)]
-    cells = dest / "cells.json"
-    if cells.is_file():
+    for cells in sorted(dest.glob("cells*.json")):        # the benchmark, and the suite's other runs of it
         bench = json.loads(cells.read_text())
         relation = {"same": "the same as", "better": "better than", "worse": "worse than"}
         held = "; ".join(f"{c['a']} {relation.get(c['relation'], c['relation'])} {c['b']}: {len(c['holds'])} of "
                          f"{len(c['tasks'])}" for c in bench["claims"])
-        lines += ["", f"[The cell benchmark]({links}cells.md) ({len(bench['cells'])} cells × "
+        title = "The cell benchmark" + ("" if cells.stem == "cells" else
+                                        " on " + ", ".join(t["name"] for t in bench["tasks"]))
+        lines += ["", f"[{title}]({links}{cells.stem}.md) ({len(bench['cells'])} cells × "
                       f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on): {held}."]
     maps = sorted(path.parent for path in dest.glob(f"*/{PAGE_JSON}") if "source" in page_data(path.parent))
     if maps:
