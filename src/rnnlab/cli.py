@@ -483,7 +483,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for add in (_demo_command, _check_cell_command, _bench_cells_command,
+    for add in (_demo_command, _check_cell_command, _bench_cells_command, _greff_command,
                 _train_command, _evaluate_command, _data_command, _analyze_command, _sweep_command):
         add(sub)
     _study_commands(sub, with_names=command == "reproduce")
@@ -576,6 +576,49 @@ def _bench_cells(args: argparse.Namespace) -> int:
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line
     print(write_bench(results, args.out, target))
+    return 0
+
+
+def _greff_command(sub) -> None:
+    """rnnlab greff."""
+    greff = sub.add_parser("greff", help="Greff et al. 2017's JSB arm: the LSTM and its eight variants, random "
+                           "search, the paper's three findings", formatter_class=HelpFormatter,
+                           description="The vanilla LSTM (peepholes) and NIG, NFG, NOG, NIAF, NOAF, CIFG, NP, FGR on "
+                           "JSB Chorales, each with --trials random draws of the paper's space (hidden size, learning "
+                           "rate, momentum, input noise) at its settings (SGD with Nesterov momentum, one chorale per "
+                           "update, up to 150 epochs); per variant the test NLL of all trials and the best 10%, "
+                           "Welch's t against the vanilla LSTM with Bonferroni, the fANOVA shares, and the findings. "
+                           "Stored trials are reused; trials run in rounds, so a stopped run leaves the variants "
+                           "even.")
+    greff.add_argument("--trials", type=_positive_int, default=None, help="trials per variant (default: 200, the "
+                       "paper's)")
+    greff.add_argument("--out", default="runs/greff-jsb", help="where the trials and results go")
+    greff.add_argument("--publish", nargs="?", const="docs/results/greff-jsb.md", default=None, metavar="FILE",
+                       help="also write the page (default: docs/results/greff-jsb.md)")
+    greff.add_argument("--quick", action="store_true", help="3 trials per variant, 2 epochs, 6 chorales a split")
+    _executor_options(greff, "the trials")
+    greff.add_argument("--workers", type=_positive_int, default=None, help="parallel trials (default: the CPU "
+                       "cores)")
+    greff.set_defaults(run=_greff)
+
+
+def _greff(args: argparse.Namespace) -> int:
+    from rnnlab.engines.threads import processor_name
+    from rnnlab.experiments import greff
+    from rnnlab.pages.greff import published_files, write_greff
+
+    if args.quick and args.trials:
+        raise ValueError("--trials: --quick sets its own (3 per variant); give one or the other")
+    target = Path(args.publish) if args.publish else None
+    if target is not None:
+        if args.quick:
+            raise ValueError("--publish: quick runs are not published; drop --quick")
+        publish_files(target.parent, dict.fromkeys(published_files(target)), "greff", check_only=True)
+    check_executor(args.executor, args.address, args.workers)
+    results = greff.run_greff(args.out, args.trials or greff.TRIALS, args.quick, executor=args.executor,
+                              address=args.address, workers=args.workers, command=args.command_line)
+    results.machine = processor_name()
+    print(write_greff(results, args.out, target))
     return 0
 
 

@@ -8,19 +8,21 @@ Schemes (`init=` on every cell, and `recurrent_init=` for the recurrent matrices
 - ``"uniform"``: U(-1/sqrt(hidden), +1/sqrt(hidden)), PyTorch's default for weights *and* biases;
   with a ``scale``, U(-scale, +scale) for both (Zaremba et al. 2014 and TensorFlow's PTB model: 0.1).
 - ``"normal"``: N(0, scale**2); ``scale`` defaults to 0.1 (S2 uses 1.0, S4 uses sqrt(0.1)).
+- ``"gaussian"``: ``"normal"`` for every parameter, biases and peepholes included (Greff et al. 2017: "all
+  weights" from N(0, 0.1²), PyLSTM's Gaussian initialiser).
 - ``"xavier"``: Glorot normal, N(0, 2 / (fan_in + fan_out)).
 - ``"lecun"``: N(0, 1 / fan_in) (what Stérin et al. 2017 call "Xavier").
 - ``"orthogonal"``: each square block is a random orthogonal matrix times ``scale`` (default 1);
   meant for recurrent matrices, falls back to a semi-orthogonal matrix when the block is not square.
 
-Biases are zero except under ``"uniform"``, where they follow PyTorch.
+Biases are zero except under ``"uniform"``, where they follow PyTorch, and ``"gaussian"``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-INIT_SCHEMES = ("uniform", "normal", "xavier", "lecun", "orthogonal")
+INIT_SCHEMES = ("uniform", "normal", "gaussian", "xavier", "lecun", "orthogonal")
 
 
 def check_scheme(name: str, argument: str) -> str:
@@ -42,7 +44,7 @@ def _block(rng: np.random.Generator, fan_in: int, hidden: int, scheme: str, scal
     if scheme == "uniform":
         bound = _uniform_bound(hidden, scale)
         return rng.uniform(-bound, bound, size=(fan_in, hidden))
-    if scheme == "normal":
+    if scheme in ("normal", "gaussian"):
         return rng.normal(0.0, 0.1 if scale is None else scale, size=(fan_in, hidden))
     if scheme == "xavier":
         return rng.normal(0.0, np.sqrt(2.0 / (fan_in + hidden)), size=(fan_in, hidden))
@@ -67,9 +69,11 @@ def init_weight(
 
 def init_bias(rng: np.random.Generator, hidden: int, width: int, scheme: str, scale: float | None,
               dtype) -> np.ndarray:
-    """A bias of shape (width,): uniform like the weights under ``"uniform"``, zeros otherwise."""
+    """A bias of shape (width,): like the weights under ``"uniform"`` and ``"gaussian"``, zeros otherwise."""
     _check_scale(scale)
     if scheme == "uniform":
         bound = _uniform_bound(hidden, scale)
         return rng.uniform(-bound, bound, size=width).astype(dtype)
+    if scheme == "gaussian":
+        return rng.normal(0.0, 0.1 if scale is None else scale, size=width).astype(dtype)
     return np.zeros(width, dtype=dtype)

@@ -126,28 +126,38 @@ class Optimizer:
 
 
 class SGD(Optimizer):
+    """SGD, with heavy-ball momentum ``v ← μ v + g; p ← p − lr v`` or, with ``nesterov``, Nesterov's
+    ``p ← p − lr (g + μ v)`` (Sutskever et al. 2013 in PyTorch's form). ``momentum_scales_lr`` multiplies the
+    rate by (1 − μ), as PyLSTM's NesterovStep does by default (Greff et al. 2017): the searched rate and momentum
+    then move the step's size apart."""
+
     slots = ("velocity",)
 
-    def __init__(self, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+    def __init__(self, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                 nesterov: bool = False, momentum_scales_lr: bool = False) -> None:
         if not 0 <= momentum < 1:
             raise ValueError(f"momentum: expected a value in [0, 1), got {momentum!r}")
-        self.momentum = momentum
+        if nesterov and not momentum:
+            raise ValueError("nesterov: needs a momentum above 0")
+        self.momentum, self.nesterov = momentum, nesterov
+        self.rate_factor = 1.0 - momentum if momentum_scales_lr else 1.0
         super().__init__(params, lr, weight_decay)
 
     def update(self, g, slots, t, lr, xp=np):
+        lr = lr * self.rate_factor
         if not self.momentum:
             return lr * g, {}
         v = self.momentum * slots["velocity"] + g
-        return lr * v, {"velocity": v}
+        return lr * (g + self.momentum * v if self.nesterov else v), {"velocity": v}
 
     @property
     def takes_rows(self) -> bool:
-        return not self.momentum and not self.weight_decay
+        return not self.momentum and not self.weight_decay and self.rate_factor == 1.0
 
     def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type
-        return _sgd_kernel(p, g, slots[0], scale, dt(lr), dt(self.momentum), dt(self.weight_decay), self.momentum > 0,
-                           self.weight_decay > 0)
+        return _sgd_kernel(p, g, slots[0], scale, dt(lr * self.rate_factor), dt(self.momentum),
+                           dt(self.weight_decay), self.momentum > 0, self.weight_decay > 0, self.nesterov)
 
 
 class RMSProp(Optimizer):
@@ -215,15 +225,16 @@ class Adagrad(Optimizer):
 # Each also counts the parameters that came out non-finite (an integer sum, which still vectorises).
 
 @threaded_kernel
-def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum, decay):
+def _sgd_kernel(p, g, velocity, scale, lr, momentum, weight_decay, use_momentum, decay, nesterov):
     bad = 0
     for i in range(p.size):
         gi = g[i] * scale
         if decay:
             gi = gi + weight_decay * p[i]
         if use_momentum:
-            gi = momentum * velocity[i] + gi
-            velocity[i] = gi
+            vi = momentum * velocity[i] + gi
+            velocity[i] = vi
+            gi = gi + momentum * vi if nesterov else vi
         p[i] = p[i] - lr * gi
         bad += (p[i] - p[i]) != 0.0          # x − x is 0 exactly when x is finite
     return bad
@@ -287,11 +298,15 @@ def _adagrad_kernel(p, g, total, scale, lr, eps, weight_decay, decay):
 OPTIMIZERS = {"sgd": SGD, "rmsprop": RMSProp, "adam": Adam, "adagrad": Adagrad}
 
 
-def make_optimizer(name: str, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+def make_optimizer(name: str, params: Params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                   nesterov: bool = False, momentum_scales_lr: bool = False):
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown optimizer {name!r}; expected one of {tuple(OPTIMIZERS)}")
     if name == "sgd":
-        return SGD(params, lr, momentum=momentum, weight_decay=weight_decay)
+        return SGD(params, lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
+                   momentum_scales_lr=momentum_scales_lr)
+    if nesterov or momentum_scales_lr:
+        raise ValueError(f"nesterov, momentum_scales_lr: settings of optimizer sgd, not {name}")
     return OPTIMIZERS[name](params, lr, weight_decay=weight_decay)
 
 

@@ -222,7 +222,8 @@ def _fit_replicas(models: Sequence[RecurrentModel], train: Any, dev: Any, test: 
                                                                 task_metrics, length_bucket, learning_rates)
     template = models[0]
     dtype = template.dtype
-    rule = make_optimizer(config.optimizer, {}, config.lr, config.momentum, config.weight_decay)
+    rule = make_optimizer(config.optimizer, {}, config.lr, config.momentum, config.weight_decay, config.nesterov,
+                          config.momentum_scales_lr)
     params = {k: jnp.asarray(np.stack([m.params[k] for m in models])) for k in template.params}
     slots = {slot: {k: jnp.zeros_like(v) for k, v in params.items()} for slot in rule.slots}
     t = jnp.zeros(R, jnp.int32)
@@ -352,8 +353,9 @@ def _replica_arguments(models: list[RecurrentModel], train: Any, dev: Any, test:
     initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
     if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
         raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
-    if config.weight_noise:
-        raise ValueError("weight_noise: not supported by fit_replicas (fit draws it from NumPy's generator)")
+    for noise in ("weight_noise", "input_noise"):
+        if getattr(config, noise):
+            raise ValueError(f"{noise}: not supported by fit_replicas (fit draws it from NumPy's generator)")
     if length_bucket < 1:
         raise ValueError(f"length_bucket: expected a positive number of steps, got {length_bucket}")
     shapes = {k: v.shape for k, v in models[0].params.items()}

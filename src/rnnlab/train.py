@@ -51,6 +51,8 @@ class TrainConfig:
     optimizer: str = "adam"
     lr: float = 1e-3
     momentum: float = 0.0
+    nesterov: bool = False               # SGD: Nesterov's momentum
+    momentum_scales_lr: bool = False     # SGD: the rate times (1 − momentum), as PyLSTM (Greff et al. 2017)
     weight_decay: float = 0.0
     epochs: int = 10
     batch_size: int = 32
@@ -64,6 +66,7 @@ class TrainConfig:
     anneal: float = 0.0                  # anneal schedule: lr0 · a / (a + epoch)
     plateau_patience: int = 2
     weight_noise: float = 0.0            # σ of Gaussian noise added to weights for each gradient (S3)
+    input_noise: float = 0.0             # σ of Gaussian noise added to each training batch's inputs (Greff et al.)
     early_stopping: int | None = None    # stop after this many epochs without a dev improvement
     min_delta: float = 1e-4              # what counts as an improvement
     loss_normalization: str = "token"    # token: mean over positions; sequence: per-sequence sums averaged (S4)
@@ -345,7 +348,8 @@ def fit(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(config.seed)
-    optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay)
+    optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay,
+                               config.nesterov, config.momentum_scales_lr)
     schedule = make_schedule(config.schedule, config.lr, **config.schedule_kwargs())
     meta_base = {"format": 1, "config": dataclasses.asdict(config), "run": run_info or {}}
     progress, best = _restore(out, model, optimizer, schedule, rng) if resume else (Progress(), None)
@@ -454,6 +458,14 @@ def _train_epoch(model: RecurrentModel, train: Any, config: TrainConfig, optimiz
     return stats, sequences
 
 
+def _noisy_inputs(batch: Any, sigma: float, rng: np.random.Generator) -> Any:
+    """The batch with N(0, σ²) added to every input value (a regulariser: the model never sees the clean
+    sequence twice); token ids have no noise to add."""
+    if not np.issubdtype(batch.x.dtype, np.floating):
+        raise ValueError("input_noise: this task's inputs are token ids; noise is added to real-valued inputs only")
+    return dataclasses.replace(batch, x=batch.x + rng.normal(0.0, sigma, batch.x.shape).astype(batch.x.dtype))
+
+
 class _NonFinite(ArithmeticError):
     """A non-finite loss, gradient or parameter; the message names it."""
 
@@ -463,6 +475,8 @@ def train_step(model: RecurrentModel, batch: Any, h0: list | None, config: Train
     """One update, as every loop (and ``benchmarks/bench_models.py``) runs it: forward and backward
     (with weight noise perturbing the weights for the gradient only), the finiteness checks, clipping
     and the optimizer's step. Returns (loss, the batch's stats, the final state per layer)."""
+    if config.input_noise:
+        batch = _noisy_inputs(batch, config.input_noise, rng)
     clean = None
     if config.weight_noise:
         clean = {k: p.copy() for k, p in model.params.items()}

@@ -188,8 +188,8 @@ def run_replica_group(settings_list: list[dict[str, Any]], job_dirs: list | None
     except Exception as err:  # recorded like run_job's failures
         return [_outcome("failed", started, f"{type(err).__name__}: {err}") for _ in settings_list]
     tasks = [task for task, _ in built]
-    if len(settings_list) == 1 or settings_list[0].get("weight_noise") or not all(
-            isinstance(d, SequenceData) for d in tasks[0].splits.values()):
+    noisy = settings_list[0].get("weight_noise") or settings_list[0].get("input_noise")   # drawn by NumPy in fit
+    if len(settings_list) == 1 or noisy or not all(isinstance(d, SequenceData) for d in tasks[0].splits.values()):
         return [run_job(settings, job_dir, ship) for settings, job_dir in zip(settings_list, job_dirs)]
     splits = {name: [task.splits[name] for task in tasks] if name in tasks[0].splits else None
               for name in SPLITS}

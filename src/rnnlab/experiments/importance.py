@@ -42,17 +42,19 @@ class Importance:
     draws: int
 
 
-def _distribution(values: list[Any]):
-    """An Optuna distribution covering the values tried: log-scaled floats when they span more than a decade."""
+def _distribution(values: list[Any], log: bool | None = None):
+    """An Optuna distribution covering the values tried: log-scaled when ``log``, or (None) when the numbers span
+    more than a decade."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         low, high = min(values), max(values)
         if low == high:
             return None
+        log = low > 0 and (high / low > 10 if log is None else log)
         if all(isinstance(v, int) for v in values):
-            return IntDistribution(int(low), int(high), log=low > 0 and high / low > 10)
-        return FloatDistribution(float(low), float(high), log=low > 0 and high / low > 10)
+            return IntDistribution(int(low), int(high), log=log)
+        return FloatDistribution(float(low), float(high), log=log)
     choices = tuple(dict.fromkeys(map(str, values)))
     return CategoricalDistribution(choices) if len(choices) > 1 else None
 
@@ -73,15 +75,19 @@ def _shares(params: list[dict[str, Any]], scores: np.ndarray, distributions: dic
 
 
 def importance(params: list[dict[str, Any]], scores: list[float], *, draws: int = DRAWS, level: float = LEVEL,
-               seed: int = 0) -> Importance:
+               seed: int = 0, log: tuple[str, ...] | None = None) -> Importance:
     """The fANOVA shares of the hyperparameters in ``params`` (one dict per configuration) for ``scores`` (one
-    per configuration; non-finite ones left out), with their range over ``draws`` refits on subsets."""
+    per configuration; non-finite ones left out), with their range over ``draws`` refits on subsets. ``log``:
+    the hyperparameters read on a log scale (None: those whose values span more than a decade)."""
     if not available():
         raise ValueError(f"hyperparameter importance needs Optuna's fANOVA: {EXTRA}")
     keep = [i for i, s in enumerate(scores) if math.isfinite(s)]
     params, values = [params[i] for i in keep], np.asarray([scores[i] for i in keep], dtype=np.float64)
     names = sorted({k for p in params for k in p})
-    distributions = {k: d for k in names if (d := _distribution([p[k] for p in params if k in p])) is not None}
+    partial = {k for k in names if any(k not in p for p in params)}   # set by some configurations only
+    params = [{**p, **{k: str(p.get(k, "unset")) for k in partial}} for p in params]
+    distributions = {k: d for k in names if (d := _distribution([p[k] for p in params if k in p],
+                                                                None if log is None else k in log)) is not None}
     if len(params) < 4 or not distributions:
         raise ValueError(f"hyperparameter importance: needs ≥ 4 finished configurations and a hyperparameter that "
                          f"varies, got {len(params)} and {sorted(distributions) or 'none'}")

@@ -20,6 +20,7 @@ from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
+from rnnlab.init import INIT_SCHEMES
 from rnnlab.optim import OPTIMIZERS, SCHEDULES
 from rnnlab.train import TrainConfig, load_checkpoint, load_params
 
@@ -126,12 +127,16 @@ def _settings_table() -> list[Setting]:
         Setting("embedding_dim", None, _optional_positive, "embedding size of word tasks (none = --hidden)"),
         Setting("bias", True, to_bool, "use biases"),
         Setting("recurrent_bias", False, to_bool, "a second, recurrent bias per gate as PyTorch counts them"),
-        Setting("init", "uniform", str, "weight initialiser", ("uniform", "normal", "xavier", "lecun", "orthogonal")),
-        Setting("init_scale", None, _optional_positive_float, "standard deviation for --init normal (none: 0.1), or "
-                "the bound of every parameter, embeddings included, for --init uniform (none: PyTorch's ±1/√fan)"),
+        Setting("init", "uniform", str, "weight initialiser", INIT_SCHEMES),
+        Setting("init_scale", None, _optional_positive_float, "standard deviation for --init normal or gaussian "
+                "(none: 0.1), or the bound of every parameter, embeddings included, for --init uniform (none: "
+                "PyTorch's ±1/√fan)"),
         Setting("optimizer", TRAINING.optimizer, str, "optimizer", tuple(OPTIMIZERS)),
         Setting("lr", TRAINING.lr, _positive_float, "initial learning rate"),
         Setting("momentum", TRAINING.momentum, _non_negative, "SGD momentum"),
+        Setting("nesterov", TRAINING.nesterov, to_bool, "SGD: Nesterov's momentum (PyTorch's form)"),
+        Setting("momentum_scales_lr", TRAINING.momentum_scales_lr, to_bool,
+                "SGD: multiply the rate by (1 − momentum), as PyLSTM's NesterovStep (Greff et al. 2017)"),
         Setting("weight_decay", TRAINING.weight_decay, _non_negative, "L2 weight decay added to the gradients"),
         Setting("epochs", TRAINING.epochs, _positive, "training epochs"),
         Setting("batch_size", TRAINING.batch_size, _positive, "sequences per update"),
@@ -147,6 +152,8 @@ def _settings_table() -> list[Setting]:
         Setting("anneal", TRAINING.anneal, _non_negative, "anneal schedule: lr0 * a / (a + epoch)"),
         Setting("weight_noise", TRAINING.weight_noise, _non_negative,
                 "std of Gaussian weight noise for each gradient (S3)"),
+        Setting("input_noise", TRAINING.input_noise, _non_negative,
+                "std of Gaussian noise added to each training batch's real-valued inputs (Greff et al. 2017)"),
         Setting("loss_normalization", TRAINING.loss_normalization, str,
                 "what the training loss is divided by: token (the mean over predicted positions) or sequence (each "
                 "sequence's summed loss, averaged over the batch: S4)", ("token", "sequence")),

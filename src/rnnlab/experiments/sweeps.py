@@ -9,7 +9,7 @@
     epochs = 20
     [search]
     cell = ["rnn", "gru"]                   # a list is a grid axis
-    lr = { loguniform = [1e-4, 1e-1] }      # uniform, loguniform, int, choice: sampled
+    lr = { loguniform = [1e-4, 1e-1] }      # uniform, loguniform, int, logint, one_minus_loguniform, choice
 
 A grid axis of tables links settings that change together (its key is only a name):
 ``model = [{ cell = "rnn", hidden = 18 }, { cell = "gru", hidden = 10 }]``. A ``[search.task_options]``
@@ -61,7 +61,7 @@ from rnnlab.experiments.verdicts import not_significant
 from rnnlab.files import atomic_write, hold
 from rnnlab.metrics import is_count
 
-DISTRIBUTIONS = ("uniform", "loguniform", "int", "choice")
+DISTRIBUTIONS = ("uniform", "loguniform", "int", "logint", "one_minus_loguniform", "choice")
 TOP_LEVEL = ("task", "metric", "mode", "seeds", "samples", "settings", "search", "task_options")
 NOT_SEARCHABLE = ("task", "seed")
 STATUSES = ("ok", "diverged", "failed", "stopped")   # stopped: by ASHA (--early-stop asha)
@@ -69,8 +69,10 @@ STATUSES = ("ok", "diverged", "failed", "stopped")   # stopped: by ASHA (--early
 
 @dataclass(frozen=True)
 class Distribution:
-    """A sampled axis: ``uniform [a, b]``, ``loguniform [a, b]`` (0 < a < b), ``int [a, b]``
-    (inclusive) or ``choice [v, ...]``."""
+    """A sampled axis: ``uniform [a, b]``, ``loguniform [a, b]`` (0 < a < b), ``int [a, b]`` (inclusive),
+    ``logint [a, b]`` (an integer uniform in log a … log b, as Greff et al. drew the hidden size),
+    ``one_minus_loguniform [a, b]`` (1 − u with u log-uniform in [a, b]: a momentum whose distance from 1 is
+    log-uniform, as Greff et al. drew it) or ``choice [v, ...]``."""
 
     kind: str
     args: tuple
@@ -82,11 +84,15 @@ class Distribution:
             return _round(math.exp(rng.uniform(math.log(self.args[0]), math.log(self.args[1]))))
         if self.kind == "int":
             return int(rng.integers(self.args[0], self.args[1] + 1))
+        if self.kind == "logint":
+            return int(round(math.exp(rng.uniform(math.log(self.args[0]), math.log(self.args[1])))))
+        if self.kind == "one_minus_loguniform":
+            return _round(1.0 - math.exp(rng.uniform(math.log(self.args[0]), math.log(self.args[1]))))
         return self.args[int(rng.integers(len(self.args)))]
 
     @property
     def log(self) -> bool:
-        return self.kind == "loguniform"
+        return self.kind in ("loguniform", "logint")
 
 
 def _round(value: float) -> float:
@@ -320,13 +326,14 @@ def _distribution(value: dict, setting, at: str) -> Distribution:
     if len(args) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
         raise ValueError(f"{at}: {kind} expects [low, high], got {args!r}")
     low, high = args
-    if kind == "int" and not all(isinstance(a, int) for a in args):
-        raise ValueError(f"{at}: int expects two integers, got {args!r}")
-    if (kind == "int" and low > high) or (kind != "int" and not low < high):
+    integer = kind in ("int", "logint")
+    if integer and not all(isinstance(a, int) for a in args):
+        raise ValueError(f"{at}: {kind} expects two integers, got {args!r}")
+    if (integer and low > high) or (not integer and not low < high):
         raise ValueError(f"{at}: empty range [{low}, {high}]")
-    if kind == "loguniform" and low <= 0:
-        raise ValueError(f"{at}: loguniform needs 0 < low, got {low}")
-    for bound in args:
+    if kind in ("loguniform", "logint", "one_minus_loguniform") and low <= 0:
+        raise ValueError(f"{at}: {kind} needs 0 < low, got {low}")
+    for bound in ([1 - high, 1 - low] if kind == "one_minus_loguniform" else args):
         convert(setting, bound, at)
     return Distribution(kind, (low, high))
 

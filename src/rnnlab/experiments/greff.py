@@ -1,0 +1,291 @@
+"""Greff et al. 2017's JSB Chorales arm ("LSTM: A Search Space Odyssey"), one command (``rnnlab greff``).
+
+The vanilla LSTM (peepholes) and its eight variants, each searched at random with the same number of trials over
+the paper's space, one trial per draw, scored as the paper scores them:
+
+1. **Plan**: one sweep (``greff_sweep``) whose grid is the nine variants and whose samples are the paper's
+   draws: hidden size log-uniform in [20, 200], learning rate log-uniform in [1e−6, 1e−2], momentum 1 − u with u
+   log-uniform in [0.01, 1], input-noise σ uniform in [0, 1]. Its fixed settings are the paper's (``SETTINGS``).
+2. **Execute and keep**: the sweep store (resumable, any executor), trained in rounds of growing samples
+   (``ROUNDS``), so that a stopped run leaves every variant with about the same number of trials.
+3. **Judge** (``judge``): per variant the test NLL of all trials and of the best 10% by validation, each with
+   mean, median, quartiles and range; Welch's t-test of each variant's mean against the vanilla mean with
+   Bonferroni's correction for 8 tests (the paper's test), its interval at the corrected level, and two
+   one-sided Welch tests against ``SAME_MARGIN`` (a "same" needs them); the best trial chosen on validation; the
+   mean parameter count of the best 10%; the fANOVA shares of the four hyperparameters per variant
+   (``rnnlab.experiments.importance``, fitted to the test NLL as Greff's script did); and the paper's three
+   findings decided from those numbers.
+4. **Page**: ``rnnlab.pages.greff``, beside the numbers read off the paper's Fig. 3 and Fig. 5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rnnlab.experiments import importance
+from rnnlab.experiments.statistics import ALPHA
+from rnnlab.experiments.sweeps import Sweep, parse_sweep, run_sweep
+from rnnlab.files import read_json
+
+VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
+    "V": {"peepholes": True},
+    "NIG": {"ablate": "nig", "peepholes": True},
+    "NFG": {"ablate": "nfg", "peepholes": True},
+    "NOG": {"ablate": "nog", "peepholes": True},
+    "NIAF": {"ablate": "niaf", "peepholes": True},
+    "NOAF": {"ablate": "noaf", "peepholes": True},
+    "CIFG": {"ablate": "cifg", "peepholes": True},
+    "NP": {"peepholes": False},
+    "FGR": {"gate_recurrence": True, "peepholes": True},
+}
+VANILLA = "V"
+TRIALS = 200            # per variant, the paper's budget
+SETTINGS = {
+    "cell": "lstm", "init": "gaussian", "init_scale": 0.1, "optimizer": "sgd", "nesterov": True,
+    "momentum_scales_lr": True, "batch_size": 1, "bucket": False, "epochs": 150, "early_stopping": 15,
+    "loss_normalization": "sequence", "engine": "numpy",
+    "forget_bias": 0.0, "clip": "none", "weight_noise": 0.0,   # the rnnlab JSB study's defaults, which Greff had not
+}
+WHY_SETTINGS = (
+    "every parameter from N(0, 0.1²) (biases and peepholes too: PyLSTM's Gaussian initialiser); SGD with Nesterov "
+    "momentum, the rate multiplied by (1 − momentum) as PyLSTM's NesterovStep does; one update per chorale; no "
+    "clipping; at most 150 epochs, stopped after 15 without a better validation NLL, and scored at the best "
+    "validation epoch (the paper does not say which checkpoint it scores); Gaussian noise of the searched σ on the "
+    "training inputs. The loss of a chorale is summed over its steps (the paper does not state it; per-step "
+    "errors summed by backpropagation through time are what its online training with rates up to 1e−2 implies)")
+SPACE = {
+    "hidden": ("logint", [20, 200]),
+    "lr": ("loguniform", [1e-6, 1e-2]),
+    "momentum": ("one_minus_loguniform", [0.01, 1.0]),
+    "input_noise": ("uniform", [0.0, 1.0]),
+}
+METRIC = "nll_per_step"  # NLL per time step, summed over the 88 notes (EXPERIMENTS.md S3), the paper's scale
+TOP = 0.10
+TESTS = len(VARIANTS) - 1
+SAME_MARGIN = 0.05
+WHY_MARGIN = ("0.05 nats per step: the smallest difference the paper calls significant on JSB (NFG's 8.60 against "
+              "V's 8.55 in the best-10% panel), so a 'same' rules out every difference the paper reports as one")
+ROUNDS = (10, 20, 50, 100, 200)
+QUICK = {"trials": 3, "epochs": 2, "max_sequences": 6}
+
+# Fig. 3, JSB panels (±0.01 NLL, read off the plot; SUITE.md §1.4): best-10% mean and median, all-200 mean and
+# median, the best of the 20 by test, the best-10%'s mean parameter count, and the paper's significance words
+PUBLISHED = {
+    "V": (8.55, 8.56, 9.77, 9.47, 8.42, 69_000, "—"),
+    "CIFG": (8.56, 8.57, 9.86, 9.56, 8.37, 49_000, "no"),
+    "FGR": (8.62, 8.64, 9.86, 9.66, 8.48, 156_000, "worse (best 10% only)"),
+    "NP": (8.57, 8.57, 9.89, 9.58, 8.40, 68_000, "no"),
+    "NOG": (8.57, 8.58, 9.79, 9.60, 8.45, 53_000, "no"),
+    "NIAF": (8.52, 8.52, 9.86, 9.63, 8.39, 97_000, "no"),
+    "NIG": (8.52, 8.50, 9.88, 9.66, 8.39, 74_000, "no"),
+    "NFG": (8.60, 8.62, 10.02, 9.77, 8.47, 64_000, "worse (both panels)"),
+    "NOAF": (math.inf, math.inf, 10.54, 10.13, 8.55, 24_000, "worse (both panels)"),   # off the plot: > 8.85
+}
+PUBLISHED_SHARES = {"lr": "91%", "hidden": "≈1%", "input_noise": "2%", "momentum": "<1%", "interactions": "5%"}
+FINDINGS = (
+    ("nothing lost", ("CIFG", "NP"), "same",
+     "coupling the input and forget gates (CIFG) and removing the peepholes (NP) cost nothing"),
+    ("critical parts", ("NFG", "NOAF"), "worse",
+     "removing the forget gate (NFG) or the output activation (NOAF) hurts"),
+)
+
+
+def greff_sweep(trials: int = TRIALS, quick: bool = False) -> Sweep:
+    """The arm as one sweep: the variants a linked grid axis, ``trials`` draws of the space each."""
+    variants = ", ".join("{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in options.items()) + " }"
+                         for options in VARIANTS.values())
+    settings = dict(SETTINGS, **({"epochs": QUICK["epochs"]} if quick else {}))
+    text = "\n".join([
+        'task = "polyphonic-jsb"', f'metric = "dev_{METRIC}"', 'mode = "min"', "seeds = 1",
+        f"samples = {QUICK['trials'] if quick else trials}",
+        "[settings]", *(f"{k} = {_toml(v)}" for k, v in settings.items()),
+        *(["[task_options]", f"max_sequences = {QUICK['max_sequences']}"] if quick else []),
+        "[search]", f"model = [{variants}]",
+        *(f"{name} = {{ {kind} = {bounds} }}" for name, (kind, bounds) in SPACE.items())])
+    return parse_sweep(text + "\n", "greff-jsb")
+
+
+def _toml(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+
+
+def variant_of(values: dict[str, Any]) -> str:
+    """The variant a trial's values name (its options, the others at their defaults)."""
+    for name, options in VARIANTS.items():
+        if all(values.get(k) == v for k, v in options.items()) and not any(
+                values.get(k) for k in ("ablate", "gate_recurrence") if k not in options):
+            return name
+    raise ValueError(f"greff: a trial that is no variant of the arm: {values}")
+
+
+def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, executor: str = "local",
+              address: str | None = None, workers: int | None = None, progress: bool = True,
+              command: str = "") -> GreffResults:
+    """Train what the store lacks, round by round up to ``trials`` per variant, and judge every finished trial."""
+    rounds = [r for r in ROUNDS if r < trials] + [trials] if not quick else [QUICK["trials"]]
+    for samples in rounds:
+        summary = run_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
+                            progress=progress, command=command)
+    return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judge(summary.records),
+                        compute_seconds=sum(r["seconds"] or 0.0 for r in summary.records), command=command)
+
+
+@dataclass
+class GreffResults:
+    """The arm's judged results (published as ``greff-jsb.json``): per variant its trials' numbers and summaries,
+    the comparisons with V, the importance and the findings."""
+
+    trials: int
+    quick: bool
+    variants: dict[str, dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    importance: dict[str, Any]
+    findings: list[dict[str, Any]]
+    compute_seconds: float = 0.0
+    command: str = ""
+    machine: str = ""
+    date: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, default=float)
+
+    @classmethod
+    def load(cls, path: str | Path) -> GreffResults:
+        data = read_json(path)
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or not {"trials", "variants", "comparisons"} <= set(data) <= names:
+            raise ValueError(f"{path}: not the results of rnnlab greff (expected the keys {sorted(names)})")
+        return cls(**data)
+
+
+def judge(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The arm's numbers from its trials' records (``trials`` per variant, one seed each)."""
+    trials = {name: [] for name in VARIANTS}
+    for r in records:
+        trials[variant_of(r["values"])].append(r)
+    return _judge_variants({name: _variant(rows) for name, rows in trials.items()})
+
+
+def judge_again(results: GreffResults) -> GreffResults:
+    """Published results judged again by today's rules from the per-trial numbers they keep; nothing retrains."""
+    variants = {name: {**v, **_summaries(v["trials"])} for name, v in results.variants.items()}
+    return dataclasses.replace(results, **_judge_variants(variants))
+
+
+def _judge_variants(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    comparisons = [_versus_vanilla(name, variants, panel) for panel in ("all", "top") for name in VARIANTS
+                   if name != VANILLA]
+    shares = {name: _importance(v["trials"]) for name, v in variants.items()}
+    return {"variants": variants, "comparisons": comparisons, "importance": shares,
+            "findings": findings(comparisons, shares.get(VANILLA))}
+
+
+def _variant(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's trials (finished ones ranked by validation NLL) and the summaries of all and of the best 10%."""
+    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["metrics"].get(f"dev_{METRIC}", math.nan))]
+    ok.sort(key=lambda r: r["metrics"][f"dev_{METRIC}"])
+    table = [{"dev": r["metrics"][f"dev_{METRIC}"], "test": r["metrics"][f"test_{METRIC}"],
+              "params": r["metrics"].get("num_params"), "epochs": r["metrics"].get("epochs_run"),
+              "seconds": r["seconds"], **{k: r["values"][k] for k in SPACE}} for r in ok]
+    return {"trained": len(rows), "finished": len(ok),
+            "not_finished": {s: sum(r["status"] == s for r in rows) for s in ("diverged", "failed", "stopped")},
+            "trials": table, **_summaries(table)}
+
+
+def _summaries(table: list[dict[str, Any]]) -> dict[str, Any]:
+    top = table[:max(1, round(TOP * len(table)))] if table else []
+    return {"all": _box([t["test"] for t in table]), "top": _box([t["test"] for t in top]),
+            "best": table[0] if table else None,
+            "top_params": float(np.mean([t["params"] for t in top])) if top and top[0]["params"] else None}
+
+
+def _box(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    x = np.asarray(values, dtype=np.float64)
+    q25, median, q75 = np.percentile(x, [25, 50, 75])
+    return {"n": len(x), "mean": float(x.mean()), "std": float(x.std(ddof=1)) if len(x) > 1 else 0.0,
+            "median": float(median), "q25": float(q25), "q75": float(q75), "min": float(x.min()),
+            "max": float(x.max())}
+
+
+def _panel(variant: dict[str, Any], panel: str) -> np.ndarray:
+    tests = [t["test"] for t in variant["trials"]]
+    return np.asarray(tests[:variant["top"]["n"]] if panel == "top" else tests, dtype=np.float64)
+
+
+def _versus_vanilla(name: str, variants: dict[str, dict[str, Any]], panel: str) -> dict[str, Any]:
+    """Welch's t of the variant's mean test NLL against V's, Bonferroni for ``TESTS``; "same" by two one-sided
+    Welch tests against ±``SAME_MARGIN``, corrected alike."""
+    a, b = _panel(variants[name], panel), _panel(variants[VANILLA], panel)
+    row = {"variant": name, "panel": panel, "n": len(a), "n_vanilla": len(b)}
+    if len(a) < 2 or len(b) < 2 or (a.std() == 0 and b.std() == 0):
+        return {**row, "word": "undecided", "why": "fewer than 2 finished trials a side"}
+    level = 1 - ALPHA / TESTS
+    test = stats.ttest_ind(a, b, equal_var=False)
+    low, high = test.confidence_interval(level)
+    above = stats.ttest_ind(a, b + SAME_MARGIN, equal_var=False, alternative="less").pvalue
+    below = stats.ttest_ind(a, b - SAME_MARGIN, equal_var=False, alternative="greater").pvalue
+    p = min(1.0, float(test.pvalue) * TESTS)
+    p_same = min(1.0, max(float(above), float(below)) * TESTS)
+    difference = float(a.mean() - b.mean())
+    word = ("worse" if difference > 0 else "better") if p < ALPHA else "same" if p_same < ALPHA else "undecided"
+    return {**row, "difference": difference, "interval": (float(low), float(high)), "level": level,
+            "p": float(test.pvalue), "p_bonferroni": p, "p_same_bonferroni": p_same, "word": word}
+
+
+MIN_IMPORTANCE = 8
+
+
+def _importance(table: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """fANOVA shares of the four hyperparameters for the test NLL, on the scales Greff used (log rate, log hidden
+    size, log(1 − momentum), noise)."""
+    if len(table) < MIN_IMPORTANCE or not importance.available():
+        return None
+    params = [{"lr": t["lr"], "hidden": t["hidden"], "momentum": max(1.0 - t["momentum"], 1e-4),
+               "input_noise": t["input_noise"]} for t in table]
+    found = importance.importance(params, [t["test"] for t in table], log=("lr", "hidden", "momentum"))
+    return dataclasses.asdict(found)
+
+
+def findings(comparisons: list[dict[str, Any]], shares: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The paper's three findings, each decided from the best-10% comparisons (the paper's main panel) or V's
+    importance: "holds", "does not hold" (the data show the opposite) or "undecided"."""
+    words = {c["variant"]: c["word"] for c in comparisons if c["panel"] == "top"}
+    out = []
+    for key, names, expected, claim in FINDINGS:
+        got = [words.get(n, "undecided") for n in names]
+        decided = all(w == expected for w in got)
+        against = any(w not in (expected, "undecided") for w in got)
+        out.append({"finding": key, "claim": claim, "words": dict(zip(names, got)),
+                    "word": "holds" if decided else "does not hold" if against else "undecided"})
+    out.append(_rate_finding(shares))
+    return out
+
+
+def _rate_finding(shares: dict[str, Any] | None) -> dict[str, Any]:
+    """Holds when the learning rate's share stays above every other share and above the interactions across the
+    refits (the lower end of its range above their upper ends)."""
+    claim = "the learning rate is by far the most important hyperparameter, and interactions are small"
+    if not shares:
+        return {"finding": "learning rate", "claim": claim, "word": "undecided", "words": {}}
+    low = shares["intervals"]["lr"][0]
+    others = {k: v[1] for k, v in shares["intervals"].items() if k != "lr"}
+    others["interactions"] = shares["interactions_interval"][1]
+    if low > max(others.values()):
+        word = "holds"
+    elif any(shares["intervals"][k][0] > shares["intervals"]["lr"][1] for k in shares["intervals"] if k != "lr"):
+        word = "does not hold"
+    else:
+        word = "undecided"
+    return {"finding": "learning rate", "claim": claim, "word": word,
+            "words": {k: f"{v:.2f}" for k, v in shares["shares"].items()}}

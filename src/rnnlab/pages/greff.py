@@ -1,0 +1,162 @@
+"""Greff et al. 2017's JSB arm, published (``docs/results/greff-jsb.md``), from its judged results
+(``greff-jsb.json``), beside the numbers read off the paper's figures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rnnlab.experiments.greff import (
+    PUBLISHED,
+    PUBLISHED_SHARES,
+    SAME_MARGIN,
+    SPACE,
+    TESTS,
+    TOP,
+    VANILLA,
+    VARIANTS,
+    WHY_MARGIN,
+    WHY_SETTINGS,
+    GreffResults,
+    judge_again,
+)
+from rnnlab.files import publish_files
+from rnnlab.page import PAGE_JSON, Heading, Paragraph, Table, markdown
+from rnnlab.page import Page as PageData
+from rnnlab.pages.format import fmt_p
+from rnnlab.pages.published import page_json_text
+
+TITLE = "LSTM: A Search Space Odyssey, the JSB Chorales arm (Greff et al. 2017)"
+
+
+def _box(box: dict[str, Any]) -> str:
+    if not box.get("n"):
+        return "–"
+    return (f"{box['mean']:.2f} / {box['median']:.2f} [{box['q25']:.2f}–{box['q75']:.2f}] "
+            f"({box['min']:.2f}–{box['max']:.2f}), n = {box['n']}")
+
+
+def _paper(value: float) -> str:
+    return "> 8.85 (off the plot)" if math.isinf(value) else f"{value:.2f}"
+
+
+def _variant_rows(results: GreffResults) -> list[list[str]]:
+    rows = []
+    for name in VARIANTS:
+        v = results.variants[name]
+        top_mean, top_median, all_mean, all_median, best, params, significant = PUBLISHED[name]
+        missing = {s: n for s, n in v["not_finished"].items() if n}
+        rows.append([
+            name, f"{v['finished']} of {v['trained']}" + (f" ({', '.join(f'{n} {s}' for s, n in missing.items())})"
+                                                          if missing else ""),
+            _box(v["all"]), f"{_paper(all_mean)} / {_paper(all_median)}", _box(v["top"]),
+            f"{_paper(top_mean)} / {_paper(top_median)}",
+            (f"{v['best']['test']:.2f} (dev {v['best']['dev']:.2f}; N {v['best']['hidden']}, lr "
+             f"{v['best']['lr']:.2g})" if v["best"] else "–") + f" · paper's best of 20: {best:.2f}",
+            (f"{v['top_params']:,.0f}" if v["top_params"] else "–") + f" · paper ≈{params:,}", significant])
+    return rows
+
+
+def _comparison_rows(results: GreffResults) -> list[list[str]]:
+    rows = []
+    for c in results.comparisons:
+        if "difference" not in c:
+            rows.append([c["variant"], c["panel"], f"{c['n']} vs {c['n_vanilla']}", "–", "–", "–", c["word"]])
+            continue
+        low, high = c["interval"]
+        rows.append([c["variant"], "best 10%" if c["panel"] == "top" else "all", f"{c['n']} vs {c['n_vanilla']}",
+                     f"{c['difference']:+.3f} [{low:+.3f}, {high:+.3f}]",
+                     f"{fmt_p(c['p'])} → {fmt_p(c['p_bonferroni'])}",
+                     fmt_p(c["p_same_bonferroni"]), c["word"]])
+    return rows
+
+
+def _importance_rows(results: GreffResults) -> list[list[str]]:
+    names = list(SPACE)
+    rows = []
+    for variant, found in results.importance.items():
+        if not found:
+            continue
+        rows.append([variant, *[f"{found['shares'][k]:.2f} [{found['intervals'][k][0]:.2f}, "
+                                f"{found['intervals'][k][1]:.2f}]" for k in names],
+                     f"{found['interactions']:.2f} [{found['interactions_interval'][0]:.2f}, "
+                     f"{found['interactions_interval'][1]:.2f}]", str(found["configurations"])])
+    rows.append(["V, the paper (Fig. 5, JSB)", *[PUBLISHED_SHARES[k] for k in names], PUBLISHED_SHARES["interactions"],
+                 "200"])
+    return rows
+
+
+def greff_page(results: GreffResults) -> PageData:
+    """The findings first, then per variant the trials beside the paper, the tests against V and the importance."""
+    finished = sum(v["finished"] for v in results.variants.values())
+    page = PageData(TITLE)
+    page.blocks += [
+        Paragraph(f"The vanilla LSTM (V, with peepholes) and its eight variants, each searched at random with "
+                  f"{results.trials} trials (the paper: 200), one seed a trial, on JSB Chorales (229 / 76 / 77 "
+                  f"chorales). Each trial draws N log-uniform in [20, 200], the learning rate log-uniform in "
+                  f"[1e−6, 1e−2], momentum 1 − u with u log-uniform in [0.01, 1] and the input noise σ uniform in "
+                  f"[0, 1], as the paper. Settings: {WHY_SETTINGS}. NLL is per time step, summed over the 88 notes. "
+                  f"{finished} trials finished; {results.compute_seconds / 3600:.1f} h of training on "
+                  f"{results.machine or 'this machine'}. `{results.command}`.", kind="about"),
+        Heading("The paper's findings"),
+        Paragraph(f"Decided on the best 10% of each variant's trials by validation NLL (the paper's main panel), "
+                  f"by Welch's t-test against V with Bonferroni's correction for {TESTS} tests (the paper's test); "
+                  f"'same' needs both one-sided Welch tests against ±{SAME_MARGIN:g} to reject, corrected alike "
+                  f"({WHY_MARGIN}); not significant is 'undecided', never 'same'. The learning rate's finding is read "
+                  "from V's fANOVA shares: it holds when the learning rate's share stays above every other share and "
+                  "the interactions over the refits."),
+        Table(["finding", "word", "evidence"],
+              [[f["claim"], f["word"], "; ".join(f"{k}: {w}" for k, w in f["words"].items())]
+               for f in results.findings], kind="verdicts"),
+        Heading("Test NLL per variant, beside the paper"),
+        Paragraph(f"Mean / median [quartiles] (range) of the test NLL at each trial's best validation epoch, over "
+                  f"all finished trials and over the best {TOP:.0%} by validation NLL; the paper's numbers are read "
+                  "off its Fig. 3 (±0.01). The best trial is chosen on validation. Parameters: the mean over the best "
+                  "10% (N is searched, so the variants are not matched in size, as in the paper)."),
+        Table(["variant", "finished", "all: ours", "all: paper (mean / median)", f"best {TOP:.0%}: ours",
+               f"best {TOP:.0%}: paper", "best trial", "parameters (best 10%)", "paper: differs from V?"],
+              _variant_rows(results)),
+        Heading(f"Each variant against {VANILLA}"),
+        Paragraph(f"Variant − V of the mean test NLL (lower is better) with Welch's interval at the Bonferroni level "
+                  f"(1 − 0.05/{TESTS}), Welch's p raw → Bonferroni (decides 'better'/'worse'), and the Bonferroni p "
+                  f"of the two one-sided tests against ±{SAME_MARGIN:g} (decides 'same')."),
+        Table(["variant", "panel", "trials", "difference [interval]", "p → Bonferroni", "p (same)", "word"],
+              _comparison_rows(results)),
+        Heading("Hyperparameter importance"),
+        Paragraph("fANOVA shares of the test NLL's variance over the searched space (a random forest, Optuna's "
+                  "evaluator; the rate, N and 1 − momentum on log scales, as Greff's script), per variant with at "
+                  "least 8 finished trials; the range is over 20 refits on 80% of the trials (stability, not a "
+                  "confidence interval). 'Interactions' is what the main effects leave."),
+        Table(["variant", *SPACE, "interactions", "trials"], _importance_rows(results)),
+    ]
+    return page
+
+
+def write_greff(results: GreffResults, out_dir: str | Path, target: Path | None = None) -> str:
+    """``results.json`` and ``greff-jsb.md`` in ``out_dir``; with ``target``, published there. Returns the page."""
+    out_dir = Path(out_dir)
+    (out_dir / "results.json").write_text(results.to_json())
+    text = markdown(greff_page(results))
+    (out_dir / "greff-jsb.md").write_text(text)
+    if target is not None:
+        publish_greff(results, target)
+    return text
+
+
+def published_files(target: Path) -> list[str]:
+    return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
+
+
+def publish_greff(results: GreffResults, target: str | Path) -> Path:
+    target = Path(target)
+    page = greff_page(results)
+    content = (markdown(page), page_json_text(page), results.to_json())
+    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)}, "greff")
+    return target
+
+
+def republish_greff(target: str | Path = "docs/results/greff-jsb.md") -> Path:
+    """The published arm judged again from its stored trials (``greff-jsb.json``) and rendered again."""
+    target = Path(target)
+    return publish_greff(judge_again(GreffResults.load(target.with_suffix(".json"))), target)
