@@ -39,3 +39,14 @@ def test_too_few_configurations_or_nothing_varied_is_refused():
         importance([{"lr": 0.1}, {"lr": 0.2}, {"lr": float("nan")}], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="a hyperparameter that varies"):
         importance([{"lr": 0.1}] * 5, [1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+def test_a_stated_log_scale_and_settings_only_some_configurations_have():
+    """``log`` reads a hyperparameter on a log scale even within a decade; a key only some configurations set (a
+    linked grid axis: one variant has ``ablate``, another not) is a category with "unset" for the others."""
+    rng = np.random.default_rng(2)
+    params = [{"hidden": int(rng.integers(20, 201)), **({"ablate": "nfg"} if i % 2 else {})} for i in range(120)]
+    scores = [np.log(p["hidden"]) + (3.0 if "ablate" in p else 0.0) for p in params]
+    found = importance(params, scores, draws=3, log=("hidden",))
+    assert set(found.shares) == {"hidden", "ablate"}
+    assert found.shares["ablate"] > 0.8 and 0.02 < found.shares["hidden"] < 0.2

@@ -50,6 +50,27 @@ def test_sgd_plain_and_momentum():
     np.testing.assert_allclose(second, first - 0.1 * v2)
 
 
+def test_nesterov_sgd_is_pytorchs_and_pylstm_scales_its_rate_by_one_minus_momentum():
+    """p ← p − lr (g + μ v), v ← μ v + g (PyTorch's form of Nesterov's momentum); with ``momentum_scales_lr`` the
+    rate is lr (1 − μ), as PyLSTM's NesterovStep (Greff et al. 2017)."""
+    torch = pytest.importorskip("torch", reason="torch (a test dependency) is not installed")
+    for scaled in (False, True):
+        w = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+        reference = torch.optim.SGD([w], lr=0.1 * (0.1 if scaled else 1.0), momentum=0.9, nesterov=True)
+        for g in (G1, G2):
+            w.grad = torch.tensor(g)
+            reference.step()
+        _, second = two_steps(SGD({"w": np.array([1.0, 2.0])}, lr=0.1, momentum=0.9, nesterov=True,
+                                  momentum_scales_lr=scaled))
+        np.testing.assert_allclose(second, w.detach().numpy(), rtol=1e-15)
+    first, _ = two_steps(SGD({"w": np.array([1.0, 2.0])}, lr=0.1, momentum=0.75, momentum_scales_lr=True))
+    np.testing.assert_allclose(first, np.array([1.0, 2.0]) - 0.1 * 0.25 * G1)      # heavy ball, scaled
+    with pytest.raises(ValueError, match="nesterov: needs a momentum above 0"):
+        SGD({"w": np.zeros(2)}, lr=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="settings of optimizer sgd, not adam"):
+        make_optimizer("adam", {"w": np.zeros(2)}, 0.1, nesterov=True)
+
+
 def test_rmsprop():
     first, second = two_steps(RMSProp({"w": np.array([1.0, 2.0])}, lr=0.01, alpha=0.9, eps=1e-8))
     s1 = 0.1 * G1**2
@@ -139,7 +160,7 @@ def test_schedules():
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(["sgd", "sgd-momentum", "adam", "rmsprop", "adagrad"]),
+@given(name=st.sampled_from(["sgd", "sgd-momentum", "sgd-nesterov", "adam", "rmsprop", "adagrad"]),
        dtype=st.sampled_from([np.float32, np.float64]), weight_decay=st.sampled_from([0.0, 1e-2]),
        lr=st.floats(1e-4, 1.0), seed=st.integers(0, 2**16), grad_scale=st.sampled_from([1.0, 0.37]))
 def test_the_fused_in_place_update_gives_the_bits_of_the_pure_rule(name, dtype, weight_decay, lr, seed, grad_scale):
@@ -148,7 +169,9 @@ def test_the_fused_in_place_update_gives_the_bits_of_the_pure_rule(name, dtype, 
     with the clipping factor applied inside the pass as clip_global_norm applies it outside."""
     rng = np.random.default_rng(seed)
     start = {"W": rng.normal(size=(13, 6)).astype(dtype), "b": rng.normal(size=5).astype(dtype)}
-    kind, extra = ("sgd", {"momentum": 0.9}) if name == "sgd-momentum" else (name, {})
+    kind, extra = {"sgd-momentum": ("sgd", {"momentum": 0.9}),
+                   "sgd-nesterov": ("sgd", {"momentum": 0.8, "nesterov": True, "momentum_scales_lr": True}),
+                   }.get(name, (name, {}))
     fused_params, pure_params = ({k: v.copy() for k, v in start.items()} for _ in range(2))
     fused = make_optimizer(kind, fused_params, lr, weight_decay=weight_decay, **extra)
     pure = make_optimizer(kind, pure_params, lr, weight_decay=weight_decay, **extra)

@@ -151,6 +151,33 @@ def test_trials_are_grid_times_samples_times_seeds_within_their_ranges(cells, sa
         assert t.settings["cell"] == t.group.split("=")[1]
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 50), st.integers(1, 20), st.floats(1e-3, 0.5), st.floats(1.5, 100.0), st.integers(1, 6))
+def test_greffs_draws_stay_in_their_ranges(h_low, h_factor, u_low, u_factor, samples):
+    """logint: an integer log-uniform in [a, b] (Greff's hidden size); one_minus_loguniform: 1 − u with u
+    log-uniform in [a, b] (his momentum)."""
+    u_high = min(1.0, u_low * u_factor)
+    text = (f'task = "mean-sign"\nmetric = "dev_loss"\nsamples = {samples}\n[search]\n'
+            f"hidden = {{ logint = [{h_low}, {h_low * h_factor}] }}\n"
+            f"momentum = {{ one_minus_loguniform = [{u_low!r}, {u_high!r}] }}\n")
+    sweep = parse_sweep(text)
+    assert sweep.sampled["hidden"].log and not sweep.sampled["momentum"].log
+    for t in sweep.trials():
+        assert isinstance(t.values["hidden"], int) and h_low <= t.values["hidden"] <= h_low * h_factor
+        assert 1 - u_high - 1e-3 <= t.values["momentum"] <= 1 - u_low + 1e-3
+
+
+@pytest.mark.parametrize("axis, message", [
+    ("hidden = { logint = [0, 10] }", "logint needs 0 < low"),
+    ("hidden = { logint = [2.5, 10] }", "logint expects two integers"),
+    ("momentum = { one_minus_loguniform = [0.0, 1.0] }", "one_minus_loguniform needs 0 < low"),
+    ("momentum = { one_minus_loguniform = [0.5, 2.0] }", "invalid value -1.0 for momentum"),
+])
+def test_greffs_distributions_refuse_bad_ranges(axis, message):
+    with pytest.raises(ValueError, match=message):
+        parse_sweep(f'task = "mean-sign"\nmetric = "dev_loss"\n[search]\n{axis}\n')
+
+
 # -- running, storing, resuming -------------------------------------------------------------------
 
 def test_a_sweep_stores_every_trial_once_and_a_rerun_trains_nothing(tmp_path, capsys, monkeypatch):

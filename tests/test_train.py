@@ -18,12 +18,14 @@ import pytest
 import rnnlab
 from rnnlab.data.containers import Batch, SequenceData, StreamData
 from rnnlab.models import RecurrentModel
+from rnnlab.optim import make_optimizer
 from rnnlab.train import (
     TrainConfig,
     TrainingDiverged,
     evaluate,
     fit,
     load_checkpoint,
+    train_step,
 )
 
 RNNLAB = [sys.executable, "-m", "rnnlab.cli"]
@@ -233,6 +235,37 @@ def test_weight_noise_changes_gradients_but_not_the_clean_weights_between_batche
     assert not np.allclose(runs[0]["rnn.0.W_h"], runs[1]["rnn.0.W_h"])
     # noise is removed after each gradient: the weights stay near the noiseless run, not 0.075 away
     assert np.abs(runs[0]["rnn.0.W_h"] - runs[1]["rnn.0.W_h"]).mean() < 0.05
+
+
+def test_input_noise_is_the_step_on_the_inputs_plus_gaussian_noise_and_token_ids_are_refused():
+    """Greff et al.'s regulariser: each training batch's inputs plus N(0, σ²), drawn from the run's generator; the
+    same step on the noisy batch given by hand gives the same bits."""
+    train, _ = _toy_task()
+    batch = next(train.batches(10, np.random.default_rng(0)))
+    updated = []
+    for noise, given in ((0.3, batch), (0.0, None)):
+        model = RecurrentModel("lstm", 3, 5, 2, seed=1, peepholes=True)
+        optimizer = make_optimizer("sgd", model.params, 0.1)
+        rng = np.random.default_rng(7)
+        if given is None:      # the noise the first run drew, added by hand
+            given = Batch(batch.x + np.random.default_rng(7).normal(0.0, 0.3, batch.x.shape), batch.y, batch.mask)
+        train_step(model, given, None, TrainConfig(input_noise=noise), optimizer, rng)
+        updated.append(dict(model.params))
+    for name in updated[0]:
+        np.testing.assert_array_equal(updated[0][name], updated[1][name])
+    ids = Batch(np.zeros((4, 2), dtype=np.int64), np.zeros((4, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="input_noise: this task's inputs are token ids"):
+        train_step(RecurrentModel("rnn", 3, 4, 3, seed=0), ids, None, TrainConfig(input_noise=0.1),
+                   make_optimizer("sgd", {}, 0.1), np.random.default_rng(0))
+
+
+def test_the_gaussian_initialiser_draws_biases_and_peepholes_too():
+    """Greff et al.: every parameter from N(0, 0.1²); ``normal`` leaves the vectors at zero."""
+    drawn = RecurrentModel("lstm", 88, 100, 88, seed=0, peepholes=True, init="gaussian", forget_bias=None).params
+    zeros = RecurrentModel("lstm", 88, 100, 88, seed=0, peepholes=True, init="normal", forget_bias=None).params
+    for name in ("rnn.0.b", "rnn.0.peep", "out.b", "rnn.0.W_h"):
+        assert 0.08 < drawn[name].std() < 0.12, name
+    assert not zeros["rnn.0.b"].any() and not zeros["rnn.0.peep"].any()
 
 
 def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):

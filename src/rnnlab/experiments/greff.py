@@ -52,7 +52,7 @@ SETTINGS = {
     "cell": "lstm", "init": "gaussian", "init_scale": 0.1, "optimizer": "sgd", "nesterov": True,
     "momentum_scales_lr": True, "batch_size": 1, "bucket": False, "epochs": 150, "early_stopping": 15,
     "loss_normalization": "sequence", "engine": "numpy",
-    "forget_bias": 0.0, "clip": "none", "weight_noise": 0.0,   # the rnnlab JSB study's defaults, which Greff had not
+    "forget_bias": "none", "clip": "none", "weight_noise": 0.0,   # rnnlab's LSTM and JSB defaults, not Greff's
 }
 WHY_SETTINGS = (
     "every parameter from N(0, 0.1²) (biases and peepholes too: PyLSTM's Gaussian initialiser); SGD with Nesterov "
