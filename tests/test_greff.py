@@ -1,0 +1,120 @@
+"""Greff et al. 2017's JSB arm (``rnnlab greff``): the plan is the paper's, the judge decides constructed cases as
+built, and the command runs, stores and resumes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rnnlab.cli import main
+from rnnlab.data.registry import find_file
+from rnnlab.experiments import greff
+from rnnlab.experiments.importance import available
+from rnnlab.experiments.settings import resolve_settings
+
+TRIALS = 60
+
+
+def test_the_plan_is_nine_variants_times_the_trials_at_the_papers_settings():
+    sweep = greff.greff_sweep(7)
+    trials = sweep.trials()
+    assert len(trials) == 9 * 7 and sweep.seeds == 1
+    assert sorted(greff.variant_of(t.values) for t in trials) == sorted(list(greff.VARIANTS) * 7)
+    fixed = resolve_settings(("greff", dict(greff.SETTINGS)))
+    for t in trials:
+        assert {k: t.settings[k] for k in greff.SETTINGS} == {k: fixed[k] for k in greff.SETTINGS}
+        assert 20 <= t.settings["hidden"] <= 200 and 1e-6 <= t.settings["lr"] <= 1e-2
+        assert 0 <= t.settings["momentum"] <= 0.99 and 0 <= t.settings["input_noise"] <= 1
+    options = {greff.variant_of(t.values): {k: t.settings[k] for k in ("ablate", "peepholes", "gate_recurrence")}
+               for t in trials}
+    assert options["V"] == {"ablate": "none", "peepholes": True, "gate_recurrence": False}
+    assert options["NP"] == {"ablate": "none", "peepholes": False, "gate_recurrence": False}
+    assert options["FGR"]["gate_recurrence"] and options["CIFG"]["ablate"] == "cifg"
+    assert greff.greff_sweep(7).trials()[:9] != greff.greff_sweep(7).trials()[9:18]     # draws differ by variant
+    assert [t.id for t in greff.greff_sweep(3).trials()] == [t.id for t in trials if t.values["lr"] in {
+        u.values["lr"] for u in greff.greff_sweep(3).trials()}]                        # growing keeps the draws
+
+
+def _records(shift: dict[str, float], seed: int = 0) -> list[dict]:
+    """TRIALS per variant whose test NLL is 8.5 + a bowl in log10(lr) + noise; a variant's ``shift`` added."""
+    rng = np.random.default_rng(seed)
+    draws = [(10 ** rng.uniform(-6, -2), int(rng.integers(20, 201)), float(rng.uniform(0, 0.99)),
+              float(rng.uniform(0, 1)), rng.normal(0, 0.01)) for _ in range(TRIALS)]
+    records = []
+    for name, options in greff.VARIANTS.items():
+        for i, (lr, hidden, momentum, noise, jitter) in enumerate(draws):
+            nll = 8.5 + 0.5 * (math.log10(lr) + 2) ** 2 + jitter + shift.get(name, 0.0)
+            records.append({"id": f"{name}{i}", "values": {**options, "hidden": hidden, "lr": lr,
+                                                          "momentum": momentum, "input_noise": noise},
+                            "metrics": {"dev_nll_per_step": nll, "test_nll_per_step": nll, "num_params": 1000},
+                            "seconds": 1.0, "status": "ok"})
+    return records
+
+
+def test_the_judge_decides_constructed_differences_as_built():
+    """Equal variants are 'same' (within ±0.05), a variant 0.5 nats worse is 'worse'; the findings follow."""
+    judged = greff.judge(_records({"NFG": 0.5, "NOAF": 0.8, "FGR": -0.5}))
+    words = {(c["variant"], c["panel"]): c["word"] for c in judged["comparisons"]}
+    assert words["CIFG", "top"] == words["NP", "top"] == "same"
+    assert words["NFG", "top"] == words["NOAF", "top"] == "worse" and words["FGR", "top"] == "better"
+    nfg = next(c for c in judged["comparisons"] if c["variant"] == "NFG" and c["panel"] == "top")
+    assert nfg["difference"] == pytest.approx(0.5) and nfg["interval"][0] < 0.5 < nfg["interval"][1]
+    assert nfg["p_bonferroni"] == pytest.approx(min(1.0, 8 * nfg["p"]))
+    assert judged["variants"]["V"]["top"]["n"] == TRIALS // 10 and judged["variants"]["V"]["finished"] == TRIALS
+    found = {f["finding"]: f["word"] for f in judged["findings"]}
+    assert found["nothing lost"] == "holds" and found["critical parts"] == "holds"
+    opposite = {f["finding"]: f["word"] for f in greff.judge(_records({"NOAF": -0.8}))["findings"]}
+    assert opposite["critical parts"] == "does not hold"
+
+
+def test_a_difference_the_trials_cannot_resolve_is_undecided_never_same():
+    rng = np.random.default_rng(3)
+    records = _records({})
+    for r in records:       # a spread of 1 nat hides both a 0.05 equivalence and any small difference
+        r["metrics"]["test_nll_per_step"] += float(rng.normal(0, 1.0))
+    judged = greff.judge(records)
+    assert {c["word"] for c in judged["comparisons"]} == {"undecided"}
+    assert {f["word"] for f in judged["findings"][:2]} == {"undecided"}
+
+
+@pytest.mark.skipif(not available(), reason="the importance extra is not installed")
+def test_the_learning_rate_finding_reads_the_importance():
+    judged = greff.judge(_records({}))
+    shares = judged["importance"]["V"]
+    assert shares["shares"]["lr"] > 0.9 and shares["configurations"] == TRIALS
+    assert judged["findings"][2]["word"] == "holds"
+
+
+def test_judging_again_from_the_published_numbers_gives_the_same_results():
+    results = greff.GreffResults(trials=TRIALS, quick=False, **greff.judge(_records({"NFG": 0.5})))
+    again = greff.judge_again(greff.GreffResults(**json.loads(results.to_json())))
+    assert json.loads(again.to_json()) == json.loads(results.to_json())
+
+
+def test_a_trial_of_no_variant_is_refused():
+    with pytest.raises(ValueError, match="no variant of the arm"):
+        greff.variant_of({"peepholes": False, "ablate": "nfg"})
+
+
+def test_quick_and_trials_or_publish_are_refused_before_training(tmp_path, capsys):
+    for args, message in ((["--trials", "5"], "--trials: --quick sets its own"),
+                          (["--publish", str(tmp_path / "g.md")], "--publish: quick runs are not published")):
+        with pytest.raises(SystemExit):
+            main(["greff", "--quick", *args, "--out", str(tmp_path / "out")])
+        assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys):
+    if find_file("polyphonic", "JSB_Chorales.mat") is None:
+        pytest.skip("JSB_Chorales.mat is not in the data folders ($RNNLAB_DATA_DIR, ../shared/data)")
+    assert main(["greff", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
+    page = capsys.readouterr().out
+    assert "| FGR |" in page and "The paper's findings" in page
+    results = greff.GreffResults.load(tmp_path / "results.json")
+    assert all(v["trained"] == 3 for v in results.variants.values())
+    assert main(["greff", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
+    assert "0 to train" in capsys.readouterr().err
