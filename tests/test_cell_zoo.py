@@ -3,6 +3,7 @@ zoo's equations and parameter counts, engine 'auto', and the cell benchmark's pi
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import re
@@ -534,3 +535,28 @@ def test_bench_cells_quick_runs_a_formal_language_and_scores_it_by_length(tmp_pa
     assert [r["task"] for r in results["rows"]] == ["parity-check"] * 2
     assert all(0 <= v <= 1 for r in results["rows"] for v in r["values"])
     assert results["across_tasks"]["tasks"] == ["parity-check"]
+
+
+
+def _search_draws(out: Path, key: str) -> list[dict[str, float]]:
+    with open(out / "bench-cells-tuned" / "search" / key / "trials.csv") as f:
+        return [{k: float(row[k]) for k in ("lr", "clip", "weight_decay")} for row in csv.DictReader(f)]
+
+
+def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expected_best_curve(tmp_path):
+    """--trials K: K draws of the space per cell, the same draws for every cell, each winner's settings one of them,
+    and Dodge et al.'s expected best dev loss of n = 1…K draws, non-increasing in n."""
+    from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, run_bench
+
+    cells = [c for c in CELLS if c.label in ("rnn", "gru")]
+    plan = bench_plan(cells, [t for t in TASKS if t.name == "adding-50"], quick=True, trials=2)
+    assert "2 random draws of lr, clip, weight_decay" in plan.describe() and plan.learning_rates == ()
+    out = tmp_path / "bench"
+    results = run_bench(plan, out, workers=1, progress=False)
+    assert results.trials == 2 and set(results.search_space) == set(SEARCH_SPACE)
+    draws = {c.label: _search_draws(out, f"adding-50-{c.label}") for c in cells}
+    assert len(draws["rnn"]) == 2 and draws["rnn"] == draws["gru"]
+    for row in results.rows:
+        curve = row["expected_best"]
+        assert len(curve) == 2 and curve[1] <= curve[0]
+        assert any(all(abs(row["chosen"][k] - d[k]) <= 1e-9 * d[k] for k in SEARCH_SPACE) for d in draws[row["cell"]])

@@ -545,7 +545,11 @@ def _bench_cells_command(sub) -> None:
     bench.add_argument("--out", default="runs/bench-cells", help="where the runs and results go")
     bench.add_argument("--publish", nargs="?", const="docs/results/cells.md", default=None, metavar="FILE",
                        help="also write the page (default: docs/results/cells.md)")
-    bench.add_argument("--quick", action="store_true", help="one rate, 2 epochs, 1 search seed, 2 final seeds")
+    bench.add_argument("--trials", type=_positive_int, default=0, help="a random search instead of the rate grid: "
+                       "this many draws per cell of the learning rate, gradient clip and weight decay (default: the "
+                       "grid of 3 rates)")
+    bench.add_argument("--quick", action="store_true", help="one rate (or 2 draws), 2 epochs, 1 search seed, 2 final "
+                       "seeds")
     _executor_options(bench, "the runs")
     bench.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: the CPU cores)")
     bench.set_defaults(run=_bench_cells)
@@ -572,7 +576,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
         publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells",
                       check_only=True)      # before training: a refused destination must not cost the runs
     check_executor(args.executor, args.address, args.workers)
-    plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick)
+    plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick, args.trials)
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line
     print(write_bench(results, args.out, target))

@@ -54,6 +54,7 @@ from rnnlab.experiments.statistics import (
     PERMUTATION_TEST,
     Permutation,
     clip_to_range,
+    expected_max,
     holm,
     implied_level,
     mean_std_interval,
@@ -178,6 +179,10 @@ CELLS = (
 )
 LEARNING_RATES = (3e-3, 1e-2, 3e-2)
 SEARCH_SEEDS = (0, 1)
+# --trials K: a random search instead of the rate grid, K draws for every cell (Greff et al.'s and Jozefowicz et
+# al.'s protocol: the same budget of draws per architecture), each draw trained on SEARCH_SEEDS
+SEARCH_SPACE = {"lr": ("loguniform", [1e-3, 1e-1]), "clip": ("loguniform", [0.25, 10.0]),
+                "weight_decay": ("loguniform", [1e-7, 1e-3])}
 FINAL_SEEDS = fresh_seeds(10)
 BASELINES = ("rnn", "gru", "lstm")
 # (a, b, the relation claimed, who claims it): judged on every task. Greff et al.'s variants against their vanilla
@@ -234,6 +239,7 @@ class BenchPlan:
     search_seeds: tuple[int, ...]
     final_seeds: tuple[int, ...]
     quick: bool = False
+    trials: int = 0               # > 0: a random search over SEARCH_SPACE with this many draws per cell
 
     def key(self, task: BenchTask, cell: BenchCell) -> str:
         return RunSpec(cell.label, task.task, group=task.name).key
@@ -241,33 +247,43 @@ class BenchPlan:
     def describe(self) -> str:
         """The plan in one line: what trains, before anything does."""
         pairs = len(self.tasks) * len(self.cells)
-        search = pairs * len(self.learning_rates) * len(self.search_seeds)
+        draws = self.trials or len(self.learning_rates)
+        search = pairs * draws * len(self.search_seeds)
         final = pairs * len(self.final_seeds)
+        searched = (f"{self.trials} random draws of {', '.join(SEARCH_SPACE)}" if self.trials else
+                    f"{len(self.learning_rates)} learning rates")
         return (f"bench-cells: {len(self.cells)} cells × {len(self.tasks)} tasks = {pairs} configurations; search "
-                f"{len(self.learning_rates)} learning rates × {len(self.search_seeds)} seeds = {search} runs, then the "
+                f"{searched} × {len(self.search_seeds)} seeds = {search} runs, then the "
                 f"winners on {len(self.final_seeds)} fresh seeds = {final} runs ({search + final} in all; those "
                 "already stored are read, not trained)")
 
 
-def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False) -> BenchPlan:
+def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False, trials: int = 0) -> BenchPlan:
     """The benchmark of ``cells`` on ``tasks``: each (task, cell) a configuration at the task's budget,
-    the same learning-rate search for every one, the winners retrained on fresh seeds."""
+    the same search for every one (the rate grid, or ``trials`` random draws of ``SEARCH_SPACE``), the winners
+    retrained on fresh seeds."""
     rates, search_seeds, final_seeds, epochs = LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS, None
     if quick:
         rates, search_seeds, final_seeds, epochs = LEARNING_RATES[1:2], SEARCH_SEEDS[:1], FINAL_SEEDS[:2], 2
+        trials = min(trials, 2)
     sizes = {(t.name, c.label): _sizes(t, c) for t in tasks for c in cells}
     specs = [RunSpec(c.label, t.task, group=t.name, task_options=dict(t.task_options),
                      settings={**t.settings, **({"epochs": epochs} if epochs else {}), "cell": c.cell,
                                "hidden": sizes[t.name, c.label][0], "engine": _engine(c), **c.options})
              for t in tasks for c in cells]
-    search = (f'metric = "dev_loss"\nmode = "min"\nseeds = {len(search_seeds)}\n'
-              f'[search]\nlr = [{", ".join(repr(r) for r in rates)}]\n')
+    search = f'metric = "dev_loss"\nmode = "min"\nseeds = {len(search_seeds)}\n'
+    if trials:
+        search += f"samples = {trials}\n[search]\n" + "".join(f"{name} = {{ {kind} = {bounds} }}\n"
+                                                              for name, (kind, bounds) in SEARCH_SPACE.items())
+    else:
+        search += f'[search]\nlr = [{", ".join(repr(r) for r in rates)}]\n'
     experiment = Experiment(
         name="bench-cells", title="Cells side by side: the rnnlab cell benchmark", study="rnnlab",
         about="every cell at a matched parameter budget, tuned alike, compared over seeds",
         specs=lambda _quick: specs, metric_names=sorted({t.metric for t in tasks} | {"dev_loss"}),
         search=search, failed_runs=COUNT)
-    return BenchPlan(experiment, tuple(tasks), tuple(cells), sizes, rates, search_seeds, final_seeds, quick)
+    return BenchPlan(experiment, tuple(tasks), tuple(cells), sizes, () if trials else rates, search_seeds,
+                     final_seeds, quick, trials)
 
 
 @dataclass
@@ -290,6 +306,8 @@ class BenchResults:
     machine: str = ""
     command: str = ""
     across_tasks: dict[str, Any] = field(default_factory=dict)
+    trials: int = 0                  # random draws per cell (0: the learning-rate grid)
+    search_space: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -320,8 +338,9 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
         study = run_experiment(tuned.experiment, out, seeds=len(plan.final_seeds), workers=workers, quick=plan.quick,
                                progress=progress, executor=executor, address=address)
         searched = [r for search in tuned.searches.values() for r in search.records]
-        lrs = {c["key"]: c["settings"]["lr"] for c in study.configurations}
-        rows = _rows(plan, study.runs, lrs)
+        chosen = {c["key"]: {k: c["settings"][k] for k in (SEARCH_SPACE if plan.trials else ("lr",))}
+                  for c in study.configurations}
+        rows = _rows(plan, study.runs, chosen, tuned.searches)
         results = BenchResults(
             rows, **judge(rows, list(plan.tasks), [c.label for c in plan.cells]),
             learning_rates=list(plan.learning_rates), search_seeds=list(plan.search_seeds),
@@ -329,13 +348,16 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
             cells=[vars(c) for c in plan.cells], seconds=time.time() - started, runs=len(searched) + len(study.runs),
             trained_now=sum(s.trained_now for s in tuned.searches.values()) + study.trained_now,
             compute_seconds=study.compute_seconds + sum(r["metrics"].get("seconds_total", r["seconds"] or 0.0)
-                                                        for r in searched))
+                                                        for r in searched),
+            trials=plan.trials, search_space={k: list(v) for k, v in SEARCH_SPACE.items()} if plan.trials else {})
         (out / "results.json").write_text(results.to_json())
         return results
 
 
-def _rows(plan: BenchPlan, runs: list[Run], lrs: dict[str, float]) -> list[dict[str, Any]]:
-    """Per (task, cell): hidden, parameters, the rate chosen and the final runs' metric, a failed run counted."""
+def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
+          searches: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (task, cell): hidden, parameters, the settings chosen, the search's expected best dev loss after n = 1…N
+    draws and the final runs' metric, a failed run counted."""
     rows = []
     for t in plan.tasks:
         for c in plan.cells:
@@ -347,9 +369,24 @@ def _rows(plan: BenchPlan, runs: list[Run], lrs: dict[str, float]) -> list[dict[
                 summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
                                                                       metric_info(t.metric).bounds)
             rows.append({"task": t.name, "cell": c.label, "hidden": plan.sizes[t.name, c.label][0],
-                         "params": plan.sizes[t.name, c.label][1], "lr": lrs[key], "runs": int(vals.size),
+                         "params": plan.sizes[t.name, c.label][1], "lr": chosen[key]["lr"], "chosen": chosen[key],
+                         "expected_best": _expected_best(searches.get(key)), "runs": int(vals.size),
                          "failed": len(mine) - int(vals.size), "values": vals.tolist(), **summary})
     return rows
+
+
+def _expected_best(search: Any) -> list[float]:
+    """Dodge et al. 2019's expected best mean dev loss of n draws of the search, n = 1…N, without replacement; a
+    draw whose seeds did not all finish counts as the worst (it would not have been chosen)."""
+    if search is None:
+        return []
+    configs = [c for g in search.groups for c in g["configs"]]
+    scores = [c["mean"] if "mean" in c and c["finished"] == c["seeds"] and math.isfinite(c["mean"]) else math.inf
+              for c in configs]
+    if not scores or all(math.isinf(v) for v in scores):
+        return []
+    worst = max(v for v in scores if math.isfinite(v))
+    return [float(v) for v in expected_max([min(v, worst) for v in scores], higher_is_better=False)]
 
 
 def rejudge(results: BenchResults) -> BenchResults:
