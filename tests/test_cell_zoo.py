@@ -546,7 +546,7 @@ def _search_draws(out: Path, key: str) -> list[dict[str, float]]:
 def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expected_best_curve(tmp_path):
     """--trials K: K draws of the space per cell, the same draws for every cell, each winner's settings one of them,
     and Dodge et al.'s expected best dev loss of n = 1…K draws, non-increasing in n."""
-    from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, run_bench
+    from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, run_bench, runs_per_hour
 
     cells = [c for c in CELLS if c.label in ("rnn", "gru")]
     plan = bench_plan(cells, [t for t in TASKS if t.name == "adding-50"], quick=True, trials=2)
@@ -560,3 +560,5 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
         curve = row["expected_best"]
         assert len(curve) == 2 and curve[1] <= curve[0]
         assert any(all(abs(row["chosen"][k] - d[k]) <= 1e-9 * d[k] for k in SEARCH_SPACE) for d in draws[row["cell"]])
+    rates = runs_per_hour(results.rows)      # each row's final runs, timed, on the engine the cell ran on
+    assert rates["numba"]["runs"] == 2 * len(cells) and rates["numba"]["per_hour"] > 0

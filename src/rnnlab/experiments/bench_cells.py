@@ -317,8 +317,9 @@ class BenchResults:
         """Stored results; a file that is not names itself and what is missing."""
         data = read_json(path)
         fields = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict) or not {f.name for f in dataclasses.fields(cls)
-                                              if f.default is dataclasses.MISSING} <= set(data) <= fields:
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        if not isinstance(data, dict) or not required <= set(data) <= fields:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{path}: not cell-benchmark results (expected the keys {sorted(fields)}, got {got})")
         return cls(**data)
@@ -368,11 +369,24 @@ def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
             if summary:      # an interval of a loss or an accuracy stays inside the metric's range
                 summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
                                                                       metric_info(t.metric).bounds)
+            seconds = [r.metrics["seconds_total"] for r in mine if r.metrics.get("seconds_total")]
             rows.append({"task": t.name, "cell": c.label, "hidden": plan.sizes[t.name, c.label][0],
                          "params": plan.sizes[t.name, c.label][1], "lr": chosen[key]["lr"], "chosen": chosen[key],
+                         "engine": _engine(c), "seconds": seconds,
                          "expected_best": _expected_best(searches.get(key)), "runs": int(vals.size),
                          "failed": len(mine) - int(vals.size), "values": vals.tolist(), **summary})
     return rows
+
+
+def runs_per_hour(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per engine, the final runs trained and how many of them an hour of one core trains (training time only,
+    measured per run): what a larger benchmark will cost."""
+    out: dict[str, dict[str, float]] = {}
+    for engine in sorted({r["engine"] for r in rows if r.get("seconds")}):
+        seconds = [s for r in rows if r.get("engine") == engine for s in r["seconds"]]
+        out[engine] = {"runs": len(seconds), "hours": sum(seconds) / 3600,
+                       "per_hour": 3600 * len(seconds) / sum(seconds)}
+    return out
 
 
 def _expected_best(search: Any) -> list[float]:

@@ -217,7 +217,7 @@ def resolve_engine(settings: dict[str, Any]) -> tuple[str, str]:
 # from settings (a sweep's trials) leave them out while they hold that default, so gaining a setting keeps
 # every stored trial's id; stored settings are read with them filled in (complete_settings).
 # Cell options count as later settings too, except the two every stored run has carried from the start.
-LATER_SETTINGS = ("forget_bias", "bucket")
+LATER_SETTINGS = ("forget_bias", "bucket", "nesterov", "momentum_scales_lr", "input_noise")
 FIRST_CELL_OPTIONS = ("activation", "variant")
 
 

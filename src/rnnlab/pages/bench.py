@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rnnlab.experiments.bench_cells import BASELINES, DECIDING_TEST, EQUIVALENCE_TEST, BenchResults, rejudge
+from rnnlab.experiments.bench_cells import (
+    BASELINES,
+    DECIDING_TEST,
+    EQUIVALENCE_TEST,
+    BenchResults,
+    rejudge,
+    runs_per_hour,
+)
 from rnnlab.files import publish_files
 from rnnlab.page import PAGE_JSON, Heading, Page, Paragraph, Table, markdown
 from rnnlab.pages.format import fmt_p, interval_text
@@ -58,6 +65,15 @@ def _across_tasks_blocks(across: dict[str, Any]) -> list:
                   "suite, not a cell's merit in general."),
         Table(["cell", *names, *[f"P(cell > {b})" for b in bases], "profile"], rows),
     ]
+
+
+def _throughput(results: BenchResults) -> str:
+    """The final runs per hour of one core, per engine (pages judged before rows kept their times say nothing)."""
+    rates = runs_per_hour(results.rows)
+    if not rates:
+        return ""
+    return "Final runs per core-hour: " + "; ".join(
+        f"{engine} {r['per_hour']:,.0f} ({r['runs']} runs, {r['hours']:.2f} h)" for engine, r in rates.items()) + ". "
 
 
 def _search_text(results: BenchResults) -> str:
@@ -115,6 +131,7 @@ def bench_cells_page(results: BenchResults) -> Page:
                   f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
                   f"(measured on {results.machine}); this page's invocation trained {results.trained_now} of "
                   f"them in {results.seconds / 60:.1f} min and read the rest from the job store. "
+                  + _throughput(results) +
                   f"`{results.command}`.",
                   kind="about"),
         Heading("Claims, task by task"),
