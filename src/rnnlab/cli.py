@@ -558,7 +558,8 @@ def _bench_cells_command(sub) -> None:
 def _bench_cells(args: argparse.Namespace) -> int:
     from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import bench_cells
-    from rnnlab.pages.bench import published_files, write_bench
+    from rnnlab.pages.bench import write_bench
+    from rnnlab.pages.published import published_files
 
     known = {c.label: c for c in bench_cells.CELLS}
     unknown = sorted(set(args.cells) - set(known))
@@ -609,7 +610,8 @@ def _greff_command(sub) -> None:
 def _greff(args: argparse.Namespace) -> int:
     from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import greff
-    from rnnlab.pages.greff import published_files, write_greff
+    from rnnlab.pages.greff import write_greff
+    from rnnlab.pages.published import published_files
 
     if args.quick and args.trials:
         raise ValueError("--trials: --quick sets its own (3 per variant); give one or the other")

@@ -13,10 +13,9 @@ from rnnlab.experiments.bench_cells import (
     rejudge,
     runs_per_hour,
 )
-from rnnlab.files import publish_files
-from rnnlab.page import PAGE_JSON, Heading, Page, Paragraph, Table, markdown
+from rnnlab.page import Heading, Page, Paragraph, Table
 from rnnlab.pages.format import fmt_p, interval_text
-from rnnlab.pages.published import page_json_text
+from rnnlab.pages.published import publish_with_results, write_results_page
 
 
 def _bench_value(row: dict[str, Any]) -> str:
@@ -65,6 +64,18 @@ def _across_tasks_blocks(across: dict[str, Any]) -> list:
                   "suite, not a cell's merit in general."),
         Table(["cell", *names, *[f"P(cell > {b})" for b in bases], "profile"], rows),
     ]
+
+
+def _about(results: BenchResults) -> str:
+    n_final = len(results.final_seeds)
+    return (f"{len(results.cells)} cells × {len(results.tasks)} tasks at matched parameter budgets; each cell tuned on "
+            f"the same search ({_search_text(results)} × {len(results.search_seeds)} seeds, lowest mean dev loss), "
+            f"then retrained on {n_final} seeds disjoint from the search's "
+            f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
+            f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
+            f"(measured on {results.machine}); this page's invocation trained {results.trained_now} of "
+            f"them in {results.seconds / 60:.1f} min and read the rest from the job store. "
+            + _throughput(results) + f"`{results.command}`.")
 
 
 def _throughput(results: BenchResults) -> str:
@@ -124,16 +135,7 @@ def bench_cells_page(results: BenchResults) -> Page:
                f"{len(c['holds'])} of {len(c['tasks'])}",
                "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results.claims]
     page.blocks += [
-        Paragraph(f"{len(cells)} cells × {len(tasks)} tasks at matched parameter budgets; each cell tuned on the same "
-                  f"search ({_search_text(results)} × {len(results.search_seeds)} seeds, lowest mean dev loss), "
-                  f"then retrained on {n_final} seeds disjoint from the search's "
-                  f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
-                  f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
-                  f"(measured on {results.machine}); this page's invocation trained {results.trained_now} of "
-                  f"them in {results.seconds / 60:.1f} min and read the rest from the job store. "
-                  + _throughput(results) +
-                  f"`{results.command}`.",
-                  kind="about"),
+        Paragraph(_about(results), kind="about"),
         Heading("Claims, task by task"),
         Paragraph(f"A claim 'better'/'worse' holds on a task when {DECIDING_TEST} finds the difference in that "
                   f"direction: a test that assumes no normal shape, so that a cell with a few failed seeds among "
@@ -176,30 +178,15 @@ def bench_cells_page(results: BenchResults) -> Page:
 def write_bench(results: BenchResults, out_dir: str | Path, target: Path | None = None) -> str:
     """The benchmark's ``results.json`` and ``cells.md`` in ``out_dir``; with ``target``, the page published there
     (``publish_bench``). Returns the page's Markdown."""
-    out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(results.to_json())
-    page = markdown(bench_cells_page(results))
-    (out_dir / "cells.md").write_text(page)
+    text = write_results_page(bench_cells_page(results), results.to_json(), out_dir, "cells.md")
     if target is not None:
         publish_bench(results, target)
-    return page
-
-
-def published_files(target: Path) -> list[str]:
-    """What publishing the benchmark at ``target`` (``docs/results/cells.md``) writes, relative to its folder: the
-    page, the page as data and the results it was made from (``cells.json``)."""
-    return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
+    return text
 
 
 def publish_bench(results: BenchResults, target: str | Path) -> Path:
-    """The page at ``target``, its data (``cells/page.json``) and its results (``cells.json``) beside it, through
-    the folder's manifest."""
-    target = Path(target)
-    page = bench_cells_page(results)
-    content = (markdown(page), page_json_text(page), results.to_json())
-    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)},
-                  "bench-cells")
-    return target
+    """The page at ``target``, its data (``cells/page.json``) and its results (``cells.json``) beside it."""
+    return publish_with_results(bench_cells_page(results), results.to_json(), target, "bench-cells")
 
 
 def republish_bench(target: str | Path = "docs/results/cells.md") -> Path:

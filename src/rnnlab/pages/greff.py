@@ -21,11 +21,9 @@ from rnnlab.experiments.greff import (
     GreffResults,
     judge_again,
 )
-from rnnlab.files import publish_files
-from rnnlab.page import PAGE_JSON, Heading, Paragraph, Table, markdown
-from rnnlab.page import Page as PageData
+from rnnlab.page import Heading, Page, Paragraph, Table
 from rnnlab.pages.format import fmt_p
-from rnnlab.pages.published import page_json_text
+from rnnlab.pages.published import publish_with_results, write_results_page
 
 TITLE = "LSTM: A Search Space Odyssey, the JSB Chorales arm (Greff et al. 2017)"
 
@@ -87,10 +85,10 @@ def _importance_rows(results: GreffResults) -> list[list[str]]:
     return rows
 
 
-def greff_page(results: GreffResults) -> PageData:
+def greff_page(results: GreffResults) -> Page:
     """The findings first, then per variant the trials beside the paper, the tests against V and the importance."""
     finished = sum(v["finished"] for v in results.variants.values())
-    page = PageData(TITLE)
+    page = Page(TITLE)
     page.blocks += [
         Paragraph(f"The vanilla LSTM (V, with peepholes) and its eight variants, each searched at random with "
                   f"{results.trials} trials (the paper: 200), one seed a trial, on JSB Chorales (229 / 76 / 77 "
@@ -135,25 +133,14 @@ def greff_page(results: GreffResults) -> PageData:
 
 def write_greff(results: GreffResults, out_dir: str | Path, target: Path | None = None) -> str:
     """``results.json`` and ``greff-jsb.md`` in ``out_dir``; with ``target``, published there. Returns the page."""
-    out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(results.to_json())
-    text = markdown(greff_page(results))
-    (out_dir / "greff-jsb.md").write_text(text)
+    text = write_results_page(greff_page(results), results.to_json(), out_dir, "greff-jsb.md")
     if target is not None:
         publish_greff(results, target)
     return text
 
 
-def published_files(target: Path) -> list[str]:
-    return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
-
-
 def publish_greff(results: GreffResults, target: str | Path) -> Path:
-    target = Path(target)
-    page = greff_page(results)
-    content = (markdown(page), page_json_text(page), results.to_json())
-    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)}, "greff")
-    return target
+    return publish_with_results(greff_page(results), results.to_json(), target, "greff")
 
 
 def republish_greff(target: str | Path = "docs/results/greff-jsb.md") -> Path:

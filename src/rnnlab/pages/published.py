@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rnnlab.files import publish_files
 from rnnlab.page import PAGE_JSON, Page, markdown, page_json_data, page_to_dict, read_page_json
 
 
@@ -33,3 +34,27 @@ def page_json_text(page: Page, source: str | None = None) -> str:
     """A published page's ``page.json``."""
     data = page_to_dict(page) | ({"source": source} if source else {})
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def published_files(target: Path) -> list[str]:
+    """What publishing a page made from stored results at ``target`` (``docs/results/NAME.md``) writes, relative to
+    its folder: the page, the page as data (``NAME/page.json``) and the results it was made from (``NAME.json``)."""
+    return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
+
+
+def publish_with_results(page: Page, results_json: str, target: str | Path, writer: str) -> Path:
+    """The page at ``target`` with its data and its results beside it (``published_files``), through the folder's
+    manifest: nothing rnnlab did not write is replaced."""
+    target = Path(target)
+    content = (markdown(page), page_json_text(page), results_json)
+    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)}, writer)
+    return target
+
+
+def write_results_page(page: Page, results_json: str, out_dir: str | Path, name: str) -> str:
+    """A command's ``results.json`` and its page ``name`` in ``out_dir``; returns the page's Markdown."""
+    out_dir = Path(out_dir)
+    (out_dir / "results.json").write_text(results_json)
+    text = markdown(page)
+    (out_dir / name).write_text(text)
+    return text
