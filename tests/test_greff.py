@@ -118,3 +118,26 @@ def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys):
     assert all(v["trained"] == 3 for v in results.variants.values())
     assert main(["greff", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
     assert "0 to train" in capsys.readouterr().err
+
+
+def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path):
+    """Publishing writes the page, its data, the judged results and the figure; republishing from the results alone
+    (every Markdown deleted first) writes the same bytes, and a page it did not write is never replaced."""
+    from rnnlab.pages.greff import MARGINALS, publish_greff, republish_greff
+
+    results = greff.GreffResults(trials=TRIALS, quick=False, **greff.judge(_records({"NFG": 0.5})), command="test")
+    target = tmp_path / "docs" / "greff-jsb.md"
+    publish_greff(results, target)
+    written = {p.relative_to(target.parent): p.read_bytes() for p in target.parent.rglob("*") if p.is_file()}
+    assert {str(p) for p in written} >= {"greff-jsb.md", "greff-jsb.json", "greff-jsb/page.json", MARGINALS}
+    assert b"| NFG |" in written[target.relative_to(target.parent)]
+    target.unlink()
+    republish_greff(target)
+    again = {p.relative_to(target.parent): p.read_bytes() for p in target.parent.rglob("*") if p.is_file()}
+    assert again == written
+    foreign = tmp_path / "other" / "greff-jsb.md"
+    foreign.parent.mkdir()
+    foreign.write_text("someone's page")
+    with pytest.raises(ValueError):
+        publish_greff(results, foreign)
+    assert foreign.read_text() == "someone's page"

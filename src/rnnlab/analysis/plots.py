@@ -194,6 +194,39 @@ def plot_metric_against_setting(points: dict[str, tuple], path, xlabel: str, yla
     return save_figure(fig, path)
 
 
+def plot_marginals(panels: dict[str, dict[str, tuple]], path, ylabel: str, title: str, log: tuple[str, ...] = (),
+                   ylim: tuple[float, float] | None = None) -> Path:
+    """panels: hyperparameter → (series → (x, y)): one panel per hyperparameter, every trial a faint point, and per
+    series the median y in eight bins of x (log-spaced on ``log`` axes) joined by a line, the marginal a reader
+    compares across series. Points beyond ``ylim`` are drawn at its edge."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), squeeze=False, sharey=True)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (name, series) in zip(axes[0], panels.items()):
+        for i, (label, (x, y)) in enumerate(series.items()):
+            x, y = np.asarray(x, float), np.asarray(y, float)
+            shown = np.clip(y, *ylim) if ylim else y
+            color = cycle[i % len(cycle)]
+            ax.scatter(x, shown, s=6, alpha=0.25, color=color)
+            if len(x) >= 8:
+                edges = (np.geomspace if name in log else np.linspace)(x.min(), x.max(), 9)
+                which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, 7)
+                centres = [np.median(x[which == b]) for b in range(8) if (which == b).any()]
+                medians = [np.median(shown[which == b]) for b in range(8) if (which == b).any()]
+                ax.plot(centres, medians, color=color, lw=1.4, label=label)
+        if name in log:
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())   # a decade's 2–9 labels overlap
+        ax.set(xlabel=name)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    if ylim:
+        axes[0][0].set_ylim(*ylim)
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(fontsize=7, ncol=2)
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
 def plot_claim_strips(claims: list[dict], path, title: str = "Each claim's runs, one dot per seed") -> Path:
     """claims: rows with ``claim`` (text), ``values`` (configuration → per-seed values, the better side
     first) and ``verdict``: one panel per claim, each seed a dot (jittered sideways), the mean a bar, so

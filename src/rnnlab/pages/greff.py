@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rnnlab.experiments.greff import (
     GreffResults,
     judge_again,
 )
-from rnnlab.page import Heading, Page, Paragraph, Table
+from rnnlab.page import Figure, Heading, Page, Paragraph, Table
 from rnnlab.pages.format import fmt_p
 from rnnlab.pages.published import publish_with_results, write_results_page
 
@@ -122,6 +123,10 @@ def greff_page(results: GreffResults) -> Page:
         Table(["variant", "panel", "trials", "difference [interval]", "p → Bonferroni", "p (same)", "word"],
               _comparison_rows(results)),
         Heading("Hyperparameter importance"),
+        Figure(MARGINALS, "test NLL against each hyperparameter",
+               "Every finished trial a faint point; per variant the median test NLL in eight bins of the "
+               "hyperparameter (log bins for the rate, N and 1 − momentum), the marginal Greff et al. plot in their "
+               "Fig. 5; NLL above 14 is drawn at 14.", heading=False),
         Paragraph("fANOVA shares of the test NLL's variance over the searched space (a random forest, Optuna's "
                   "evaluator; the rate, N and 1 − momentum on log scales, as Greff's script), per variant with at "
                   "least 8 finished trials; the range is over 20 refits on 80% of the trials (stability, not a "
@@ -131,8 +136,26 @@ def greff_page(results: GreffResults) -> Page:
     return page
 
 
+MARGINALS = "greff-jsb/marginals.png"
+
+
+def marginals_png(results: GreffResults, path: Path) -> Path:
+    """The figure of the page: each variant's test NLL against the four searched hyperparameters."""
+    from rnnlab.analysis.plots import plot_marginals
+
+    panels = {name: {variant: ([1.0 - t[name] if name == "momentum" else t[name] for t in v["trials"]],
+                               [t["test"] for t in v["trials"]]) for variant, v in results.variants.items()}
+              for name in SPACE}
+    panels["1 − momentum"] = panels.pop("momentum")
+    return plot_marginals({k: panels[k] for k in ("lr", "hidden", "1 − momentum", "input_noise")}, path,
+                          "test NLL per step", "Test NLL against each hyperparameter, per variant",
+                          log=("lr", "hidden", "1 − momentum"), ylim=(8.0, 14.0))
+
+
 def write_greff(results: GreffResults, out_dir: str | Path, target: Path | None = None) -> str:
-    """``results.json`` and ``greff-jsb.md`` in ``out_dir``; with ``target``, published there. Returns the page."""
+    """``results.json``, ``greff-jsb.md`` and its figure in ``out_dir``; with ``target``, published there. Returns
+    the page."""
+    marginals_png(results, Path(out_dir) / MARGINALS)
     text = write_results_page(greff_page(results), results.to_json(), out_dir, "greff-jsb.md")
     if target is not None:
         publish_greff(results, target)
@@ -140,7 +163,11 @@ def write_greff(results: GreffResults, out_dir: str | Path, target: Path | None 
 
 
 def publish_greff(results: GreffResults, target: str | Path) -> Path:
-    return publish_with_results(greff_page(results), results.to_json(), target, "greff")
+    target = Path(target)
+    with tempfile.TemporaryDirectory() as scratch:
+        png = marginals_png(results, Path(scratch) / "marginals.png").read_bytes()
+    return publish_with_results(greff_page(results), results.to_json(), target, "greff",
+                                {MARGINALS: png})
 
 
 def republish_greff(target: str | Path = "docs/results/greff-jsb.md") -> Path:

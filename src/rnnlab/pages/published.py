@@ -42,12 +42,15 @@ def published_files(target: Path) -> list[str]:
     return [target.name, f"{target.stem}/{PAGE_JSON}", target.with_suffix(".json").name]
 
 
-def publish_with_results(page: Page, results_json: str, target: str | Path, writer: str) -> Path:
-    """The page at ``target`` with its data and its results beside it (``published_files``), through the folder's
-    manifest: nothing rnnlab did not write is replaced."""
+def publish_with_results(page: Page, results_json: str, target: str | Path, writer: str,
+                         figures: dict[str, bytes] | None = None) -> Path:
+    """The page at ``target`` with its data, its results and its ``figures`` (path relative to the page's folder →
+    PNG bytes) beside it (``published_files``), through the folder's manifest: nothing rnnlab did not write is
+    replaced."""
     target = Path(target)
     content = (markdown(page), page_json_text(page), results_json)
-    publish_files(target.parent, {rel: text.encode() for rel, text in zip(published_files(target), content)}, writer)
+    files = {rel: text.encode() for rel, text in zip(published_files(target), content)}
+    publish_files(target.parent, {**files, **(figures or {})}, writer)
     return target
 
 
