@@ -555,6 +555,8 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
     """--trials K: K draws of the space per cell, the same draws for every cell, each winner's settings one of them,
     and Dodge et al.'s expected best dev loss of n = 1…K draws, non-increasing in n."""
     from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, run_bench, runs_per_hour
+    from rnnlab.page import markdown
+    from rnnlab.pages.bench import bench_cells_page
 
     cells = [c for c in CELLS if c.label in ("rnn", "gru")]
     plan = bench_plan(cells, [t for t in TASKS if t.name == "adding-50"], quick=True, trials=2)
@@ -570,3 +572,13 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
         assert any(all(abs(row["chosen"][k] - d[k]) <= 1e-9 * d[k] for k in SEARCH_SPACE) for d in draws[row["cell"]])
     rates = runs_per_hour(results.rows)      # each row's final runs, timed, on the engine the cell ran on
     assert rates["numba"]["runs"] == 2 * len(cells) and rates["numba"]["per_hour"] > 0
+    page = markdown(bench_cells_page(results))
+    assert "What the search budget bought" in page and "Final runs per core-hour: numba" in page
+    assert all(r["importance"] == {} for r in results.rows)     # 2 draws: too few to fit, and the page says nothing
+    assert "What each hyperparameter explains" not in page
+    results.rows[0]["importance"] = {"shares": {"lr": 0.8, "clip": 0.05, "weight_decay": 0.01},
+                                     "intervals": {"lr": [0.7, 0.9], "clip": [0.0, 0.1], "weight_decay": [0.0, 0.02]},
+                                     "interactions": 0.14, "interactions_interval": [0.05, 0.2], "configurations": 8}
+    shown = markdown(bench_cells_page(results))
+    assert "| adding-50 | rnn | 0.80 [0.70, 0.90] | 0.05 [0.00, 0.10] | 0.01 [0.00, 0.02] | 0.14 [0.05, 0.20] | 8 |" \
+        in shown

@@ -387,9 +387,18 @@ def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
             rows.append({"task": t.name, "cell": c.label, "hidden": plan.sizes[t.name, c.label][0],
                          "params": plan.sizes[t.name, c.label][1], "lr": chosen[key]["lr"], "chosen": chosen[key],
                          "engine": _engine(c), "seconds": seconds,
-                         "expected_best": _expected_best(searches.get(key)), "runs": int(vals.size),
+                         "expected_best": _expected_best(searches.get(key)),
+                         "importance": _search_importance(searches.get(key)), "runs": int(vals.size),
                          "failed": len(mine) - int(vals.size), "values": vals.tolist(), **summary})
     return rows
+
+
+def _search_importance(search: Any) -> dict[str, Any]:
+    """The fANOVA shares of a random search's hyperparameters for its dev loss (``sweeps.search_importance``: at
+    least 8 finished draws and the importance extra), or nothing."""
+    found = getattr(search, "importance", None) or {}
+    return {k: found[k] for k in ("shares", "intervals", "interactions", "interactions_interval", "configurations")
+            if k in found}
 
 
 def runs_per_hour(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
