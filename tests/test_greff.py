@@ -18,6 +18,12 @@ from rnnlab.experiments.settings import resolve_settings
 TRIALS = 60
 
 
+@pytest.fixture
+def no_importance(monkeypatch):
+    """The judge without its fANOVA (nine forests × 21 refits: minutes), for the tests not about it."""
+    monkeypatch.setattr(greff.importance, "available", lambda: False)
+
+
 def test_the_plan_is_nine_variants_times_the_trials_at_the_papers_settings():
     sweep = greff.greff_sweep(7)
     trials = sweep.trials()
@@ -54,7 +60,7 @@ def _records(shift: dict[str, float], seed: int = 0) -> list[dict]:
     return records
 
 
-def test_the_judge_decides_constructed_differences_as_built():
+def test_the_judge_decides_constructed_differences_as_built(no_importance):
     """Equal variants are 'same' (within ±0.05), a variant 0.5 nats worse is 'worse'; the findings follow."""
     judged = greff.judge(_records({"NFG": 0.5, "NOAF": 0.8, "FGR": -0.5}))
     words = {(c["variant"], c["panel"]): c["word"] for c in judged["comparisons"]}
@@ -70,7 +76,7 @@ def test_the_judge_decides_constructed_differences_as_built():
     assert opposite["critical parts"] == "does not hold"
 
 
-def test_a_difference_the_trials_cannot_resolve_is_undecided_never_same():
+def test_a_difference_the_trials_cannot_resolve_is_undecided_never_same(no_importance):
     rng = np.random.default_rng(3)
     records = _records({})
     for r in records:       # a spread of 1 nat hides both a 0.05 equivalence and any small difference
@@ -81,14 +87,15 @@ def test_a_difference_the_trials_cannot_resolve_is_undecided_never_same():
 
 
 @pytest.mark.skipif(not available(), reason="the importance extra is not installed")
-def test_the_learning_rate_finding_reads_the_importance():
+def test_the_learning_rate_finding_reads_the_importance(monkeypatch):
+    monkeypatch.setattr(greff, "IMPORTANCE_DRAWS", 4)
     judged = greff.judge(_records({}))
     shares = judged["importance"]["V"]
     assert shares["shares"]["lr"] > 0.9 and shares["configurations"] == TRIALS
     assert judged["findings"][2]["word"] == "holds"
 
 
-def test_judging_again_from_the_published_numbers_gives_the_same_results():
+def test_judging_again_from_the_published_numbers_gives_the_same_results(no_importance):
     results = greff.GreffResults(trials=TRIALS, quick=False, **greff.judge(_records({"NFG": 0.5})))
     again = greff.judge_again(greff.GreffResults(**json.loads(results.to_json())))
     assert json.loads(again.to_json()) == json.loads(results.to_json())
@@ -120,7 +127,7 @@ def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys):
     assert "0 to train" in capsys.readouterr().err
 
 
-def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path):
+def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path, no_importance):
     """Publishing writes the page, its data, the judged results and the figure; republishing from the results alone
     (every Markdown deleted first) writes the same bytes, and a page it did not write is never replaced."""
     from rnnlab.pages.greff import MARGINALS, publish_greff, republish_greff

@@ -242,6 +242,7 @@ def _versus_vanilla(name: str, variants: dict[str, dict[str, Any]], panel: str) 
 
 
 MIN_IMPORTANCE = 8
+IMPORTANCE_DRAWS = importance.DRAWS
 
 
 def _importance(table: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -251,7 +252,8 @@ def _importance(table: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     params = [{"lr": t["lr"], "hidden": t["hidden"], "momentum": max(1.0 - t["momentum"], 1e-4),
                "input_noise": t["input_noise"]} for t in table]
-    found = importance.importance(params, [t["test"] for t in table], log=("lr", "hidden", "momentum"))
+    found = importance.importance(params, [t["test"] for t in table], draws=IMPORTANCE_DRAWS,
+                                  log=("lr", "hidden", "momentum"))
     return dataclasses.asdict(found)
 
 
