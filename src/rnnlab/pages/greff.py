@@ -12,6 +12,7 @@ from rnnlab.experiments.greff import (
     PUBLISHED,
     PUBLISHED_SHARES,
     SAME_MARGIN,
+    SETTINGS,
     SPACE,
     TESTS,
     TOP,
@@ -97,7 +98,10 @@ def greff_page(results: GreffResults) -> Page:
                   f"[1e−6, 1e−2], momentum 1 − u with u log-uniform in [0.01, 1] and the input noise σ uniform in "
                   f"[0, 1], as the paper. Settings: {WHY_SETTINGS}. NLL is per time step, summed over the 88 notes. "
                   f"{finished} trials finished; {results.compute_seconds / 3600:.1f} h of training on "
-                  f"{results.machine or 'this machine'}. `{results.command}`.", kind="about"),
+                  f"{results.machine or 'this machine'}" + (f" ({3600 * finished / results.compute_seconds:.1f} "
+                                                             f"trials per core-hour, engine {SETTINGS['engine']})"
+                                                             if results.compute_seconds else "")
+                  + f". `{results.command}`.", kind="about"),
         Heading("The paper's findings"),
         Paragraph(f"Decided on the best 10% of each variant's trials by validation NLL (the paper's main panel), "
                   f"by Welch's t-test against V with Bonferroni's correction for {TESTS} tests (the paper's test); "
