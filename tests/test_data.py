@@ -585,6 +585,17 @@ def test_a_malformed_ts_line_is_named(tmp_path, line, message):
     assert [c.shape for c in cases] == [(2, 2)] and labels.tolist() == [1] and classes == ["1", "2"]
 
 
+@pytest.mark.parametrize("header, message", [
+    ("@dimensions two\n@classLabel true 1 2\n", "bad.ts:1: @dimensions expects a whole number"),
+    ("@classLabel true 1 2\n", "bad.ts:2: @data before @dimensions and @classLabel"),
+])
+def test_a_ts_header_rnnlab_cannot_read_is_named(tmp_path, header, message):
+    path = tmp_path / "bad.ts"
+    path.write_text(f"{header}@data\n1.0,2.0:3.0,4.0:2\n")
+    with pytest.raises(DataError, match=message):
+        read_ts(path)
+
+
 def _good_ts(tmp_path):
     path = tmp_path / "good.ts"
     path.write_text("# a comment\n@dimensions 2\n@classLabel true 1 2\n@data\n1.0,2.0:3.0,4.0:2\n")

@@ -152,7 +152,7 @@ class SGD(Optimizer):
 
     @property
     def takes_rows(self) -> bool:
-        return not self.momentum and not self.weight_decay and self.rate_factor == 1.0
+        return not self.momentum and not self.weight_decay
 
     def fused(self, p, g, slots, t, lr, scale):
         dt = p.dtype.type

@@ -91,10 +91,15 @@ def read_ts(path: Path) -> tuple[list[np.ndarray], np.ndarray, list[str]]:
         if not in_data:
             key, _, value = line.partition(" ")
             if key.lower() == "@dimensions":
+                if not value.strip().isdigit():
+                    raise DataError(f"{path}:{number}: @dimensions expects a whole number, got {value!r}")
                 dimensions = int(value)
             elif key.lower() == "@classlabel":
                 classes = value.split()[1:]
             elif key.lower() == "@data":
+                if dimensions is None or not classes:
+                    raise DataError(f"{path}:{number}: @data before @dimensions and @classLabel; rnnlab reads "
+                                    "multivariate series with class labels")
                 in_data = True
             continue
         *series, label = line.split(":")
