@@ -149,7 +149,8 @@ def test_configurations_move_each_option_off_its_default_once():
 
 def test_auto_engine_uses_kernels_else_jax_else_numpy(monkeypatch):
     assert rnnlab.LSTM(2, 3, engine="auto").engine == "numba"
-    cell = rnnlab.LSTM(2, 3, ablate="nfg", engine="auto")
+    assert rnnlab.LSTM(2, 3, ablate="nfg", peepholes=True, engine="auto").engine == "numba"     # Greff's variants too
+    cell = rnnlab.make_cell("ugrnn", 2, 3, engine="auto")
     assert cell.engine == ("jax" if HAS_JAX else "numpy") and "no fused kernels" in cell.engine_reason
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))

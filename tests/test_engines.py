@@ -18,6 +18,8 @@ from threadpoolctl import threadpool_info
 import rnnlab
 from helpers import BIASES, CELL_CONFIGS, LOSS_MODES, Head, backward_against_finite_differences, join_state, make_mask
 from rnnlab.cells.kernel_math import EXP_CLAMP32, EXP_CLAMP64, kernel_exp, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.lstm import ABLATIONS, LAYOUT_FIELDS, variant_layout
+from rnnlab.cells.lstm import LSTM_VARIANTS as LSTM_PARTS
 from rnnlab.compile import KERNEL_OPTIONS
 from rnnlab.engines.threads import available_threads, blas_threads, choose_threads
 
@@ -77,6 +79,95 @@ def test_engines_agree_with_the_reference_in_float64(config, bias, engine, T, B,
     np.testing.assert_allclose(buffers[1], buffers[0], rtol=0, atol=1e-10)
     for u, v in zip(d0a if isinstance(d0a, tuple) else (d0a,), d0b if isinstance(d0b, tuple) else (d0b,)):
         np.testing.assert_allclose(v, u, rtol=0, atol=1e-10)
+
+
+# Greff et al.'s variants share one pair of Numba loops that reads the variant's layout: every ablation with and
+# without peepholes, and FGR, under the same checks
+LSTM_VARIANTS = {f"{ablate}{'+peepholes' * peepholes}": {"ablate": ablate, "peepholes": peepholes}
+                 for ablate in ABLATIONS for peepholes in (False, True) if (ablate, peepholes) != ("none", False)}
+LSTM_VARIANTS.update({"fgr": {"gate_recurrence": True}, "fgr+peepholes": {"gate_recurrence": True, "peepholes": True}})
+
+
+def _variant_pair(variant, bias, I, H, seed, dtype=np.float64):
+    """As ``_pair``, with the peepholes and biases drawn too ("gaussian"): a peephole's value scales the paths
+    through it, which zero peepholes would leave untested."""
+    common = dict(seed=seed, init="gaussian", init_scale=0.5, dtype=dtype, **LSTM_VARIANTS[variant],
+                  **BIASES[bias])
+    return rnnlab.make_cell("lstm", I, H, **common), rnnlab.make_cell("lstm", I, H, engine="numba", **common)
+
+
+@pytest.mark.parametrize("variant", list(LSTM_VARIANTS))
+@settings(max_examples=8, deadline=None)
+@given(bias=st.sampled_from(list(BIASES)), loss_mode=st.sampled_from(LOSS_MODES), masked=st.booleans(),
+       back_steps=st.sampled_from([None, 0, 1, 3]), seed=st.integers(0, 2**31))
+def test_lstm_variant_kernels_match_finite_differences(variant, bias, loss_mode, masked, back_steps, seed):
+    T, B, I, H = 4, 2, 3, 3
+    rng = np.random.default_rng(seed)
+    reference, compiled = _variant_pair(variant, bias, I, H, int(rng.integers(1 << 30)))
+    head = Head(loss_mode, H, 3, T, B, rng)
+    x = rng.normal(size=(T, B, I))
+    h0 = join_state(reference, [rng.normal(scale=0.5, size=(B, H)) for _ in range(reference.state_size)])
+    mask = make_mask(rng, T, B) if masked else None
+    result = backward_against_finite_differences(compiled, reference, head, x, h0, mask, back_steps)
+    assert result.passed(1e-6), str(result)
+
+
+@pytest.mark.parametrize("variant", list(LSTM_VARIANTS))
+@settings(max_examples=6, deadline=None)
+@given(T=st.integers(1, 7), B=st.integers(1, 4), back_steps=st.sampled_from([None, 0, 2, 9]), masked=st.booleans(),
+       bias=st.sampled_from(list(BIASES)), seed=st.integers(0, 2**31))
+def test_lstm_variant_kernels_agree_with_the_reference_in_float64(variant, T, B, back_steps, masked, bias, seed):
+    a, b = _variant_pair(variant, bias, 4, 5, 1)
+    assert b.engine == "numba"
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(T, B, 4))
+    h0 = join_state(a, [rng.normal(size=(B, 5)) for _ in range(a.state_size)])
+    mask = make_mask(rng, T, B) if masked else None
+    ha, ca = a.forward(x, h0, mask)
+    hb, cb = b.forward(x, h0, mask)
+    assert set(cb.steps) == set(ca.steps)       # one engine's cache serves the other
+    for name in ca.steps:
+        np.testing.assert_allclose(cb.steps[name], ca.steps[name], rtol=0, atol=1e-10, err_msg=name)
+    for u, v in zip(ca.states, cb.states, strict=True):
+        np.testing.assert_allclose(v, u, rtol=0, atol=1e-10)
+    d = rng.normal(size=ha.shape)
+    ga, dxa, d0a = a.backward(d, ca, back_steps)
+    gb, dxb, d0b = b.backward(d, cb, back_steps)
+    for name in ga:
+        np.testing.assert_allclose(gb[name], ga[name], rtol=0, atol=1e-10, err_msg=name)
+    np.testing.assert_allclose(dxb, dxa, rtol=0, atol=1e-10)
+    for u, v in zip(d0a, d0b, strict=True):
+        np.testing.assert_allclose(v, u, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", list(LSTM_VARIANTS))
+def test_lstm_variant_kernels_in_float32_agree_with_the_reference_within_float32(variant):
+    a, b = _variant_pair(variant, "bias", 6, 8, 2, np.float32)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(9, 5, 6)).astype(np.float32)
+    mask = make_mask(rng, 9, 5)
+    ha, ca = a.forward(x, mask=mask)
+    hb, cb = b.forward(x, mask=mask)
+    assert hb.dtype == np.float32 and all(v.dtype == np.float32 for v in cb.steps.values())
+    np.testing.assert_allclose(hb, ha, rtol=1e-5, atol=1e-5)
+    d = rng.normal(size=ha.shape).astype(np.float32)
+    ga, dxa, _ = a.backward(d, ca, 3)
+    gb, dxb, _ = b.backward(d, cb, 3)
+    for name in ga:
+        assert gb[name].dtype == np.float32
+        np.testing.assert_allclose(gb[name], ga[name], rtol=1e-4, atol=1e-4, err_msg=name)
+    np.testing.assert_allclose(dxb, dxa, rtol=1e-4, atol=1e-4)
+
+
+def test_the_variant_layout_names_each_gates_block_and_peephole():
+    fields = dict(zip(LAYOUT_FIELDS, variant_layout(LSTM_PARTS["cifg"], peepholes=True)))
+    assert fields == {"i": 0, "f": -1, "g": 1, "o": 2, "peep_i": 0, "peep_f": -1, "peep_o": 1, "forget": 2,
+                      "input_identity": 0, "output_identity": 0}
+    fields = dict(zip(LAYOUT_FIELDS, variant_layout(LSTM_PARTS["nig"], peepholes=False)))
+    assert (fields["i"], fields["f"], fields["g"], fields["o"], fields["peep_f"], fields["forget"]) == (-1, 0, 1, 2,
+                                                                                                        -1, 0)
+    fields = dict(zip(LAYOUT_FIELDS, variant_layout(LSTM_PARTS["noaf"], peepholes=True)))
+    assert (fields["peep_i"], fields["peep_f"], fields["peep_o"], fields["output_identity"]) == (0, 1, 2, 1)
 
 
 @pytest.mark.parametrize("config", list(CELL_CONFIGS))

@@ -321,8 +321,8 @@ def check_cell(cell: type[Cell] | str, configs: list[dict[str, Any]] | None = No
     for config in configurations(cls) if configs is None else configs:
         label = _label(config)
 
-        def build(s, config=config):
-            return cls(SIZES["input_size"], SIZES["hidden_size"], seed=s, init="normal", init_scale=0.5, **config)
+        def build(s, config=config):   # every vector drawn too: a peephole's value scales the paths through it
+            return cls(SIZES["input_size"], SIZES["hidden_size"], seed=s, init="gaussian", init_scale=0.5, **config)
         try:
             report.results.append(_check_shapes(cls, config, label))
             report.results.append(_check_ages(cls, config, label))

@@ -51,7 +51,7 @@ TRIALS = 200            # per variant, the paper's budget
 SETTINGS = {
     "cell": "lstm", "init": "gaussian", "init_scale": 0.1, "optimizer": "sgd", "nesterov": True,
     "momentum_scales_lr": True, "batch_size": 1, "bucket": False, "epochs": 150, "early_stopping": 15,
-    "loss_normalization": "sequence", "engine": "numpy",
+    "loss_normalization": "sequence", "engine": "numba",
     "forget_bias": "none", "clip": "none", "weight_noise": 0.0,   # rnnlab's LSTM and JSB defaults, not Greff's
 }
 WHY_SETTINGS = (
