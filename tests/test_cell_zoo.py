@@ -552,6 +552,30 @@ def _search_draws(out: Path, key: str) -> list[dict[str, float]]:
         return [{k: float(row[k]) for k in ("lr", "clip", "weight_decay")} for row in csv.DictReader(f)]
 
 
+def test_the_plans_cost_is_each_configurations_timed_run_times_its_runs(monkeypatch):
+    """The estimate the full command prints first: one timed run per (task, cell), times the runs each trains
+    (draws × search seeds + final seeds), named by its slowest configuration."""
+    from rnnlab.experiments import bench_cells
+
+    timed = []
+
+    def run_seconds(settings, task):
+        timed.append((settings["task"], settings["cell"], task.input_size))
+        return {"rnn": 30.0, "gru": 90.0}[settings["cell"]]
+
+    monkeypatch.setattr(bench_cells, "estimate_run_seconds", run_seconds)
+    cells = [c for c in bench_cells.CELLS if c.label in ("rnn", "gru")]
+    tasks = [t for t in bench_cells.TASKS if t.name in ("adding-50", "copy-20")]
+    plan = bench_cells.bench_plan(cells, tasks, trials=4)
+    cost = bench_cells.estimate_cost(plan)
+    assert len(timed) == 4 and cost.runs_per_configuration == 4 * 2 + 10
+    assert cost.cpu_hours == pytest.approx(18 * 2 * (30 + 90) / 3600)
+    line = cost.describe(2)
+    assert "at most 1.2 CPU hours, about 0.6 h on 2 workers" in line and "gru on adding-50, 1.5 CPU minutes" in line
+    grid = bench_cells.estimate_cost(bench_cells.bench_plan(cells, tasks))
+    assert grid.runs_per_configuration == 3 * 2 + 10
+
+
 def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expected_best_curve(tmp_path):
     """--trials K: K draws of the space per cell, the same draws for every cell, each winner's settings one of them,
     and Dodge et al.'s expected best dev loss of n = 1…K draws, non-increasing in n."""

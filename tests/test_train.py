@@ -131,6 +131,38 @@ def test_fit_writes_metrics_checkpoint_and_result(tmp_path):
     assert meta["progress"]["epoch"] == 4 and "param/rnn.0.W_h" in arrays and "opt/m/out.W" in arrays
 
 
+@pytest.mark.parametrize("batch_size, timed", [(16, 3), (7, 2), (64, 3)])
+def test_a_timed_epoch_is_the_timed_batches_scaled_to_the_epoch_and_leaves_the_model_as_it_was(
+        monkeypatch, batch_size, timed):
+    """A clock that advances 2 s per update and 0.5 s per evaluated batch: the epoch costs 2 s per training batch
+    and 0.5 s per dev batch, whatever the number timed (a lone batch, at 64, is timed on its second call)."""
+    import rnnlab.train as train_module
+
+    clock = [0.0]
+    real_step, real_evaluate = train_module.train_step, RecurrentModel.evaluate
+
+    def step(*args, **kwargs):
+        clock[0] += 2.0
+        return real_step(*args, **kwargs)
+
+    def evaluate_batch(self, *args, **kwargs):
+        clock[0] += 0.5
+        return real_evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(train_module.time, "process_time", lambda: clock[0])
+    monkeypatch.setattr(train_module, "train_step", step)
+    monkeypatch.setattr(RecurrentModel, "evaluate", evaluate_batch)
+    train, dev = _toy_task()
+    model = RecurrentModel("gru", 3, 8, 2, seed=0)
+    before = {k: p.copy() for k, p in model.params.items()}
+    config = TrainConfig(batch_size=batch_size, lr=0.5, progress=False)
+    seconds = train_module.timed_epoch(model, train, dev, config, batches=timed)
+    assert seconds == pytest.approx(2.0 * train.num_batches(batch_size) + 0.5 * dev.num_batches(batch_size))
+    assert all(np.array_equal(model.params[k], before[k]) for k in before)       # the updates are undone
+    assert train_module.timed_epoch(model, train, None, config, batches=timed) == pytest.approx(
+        2.0 * train.num_batches(batch_size))
+
+
 def test_music_metrics_report_the_nll_per_time_step():
     rng = np.random.default_rng(0)
     rolls = [rng.integers(0, 2, size=(n, 88)).astype(float) for n in (5, 9, 3)]

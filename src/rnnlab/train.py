@@ -458,6 +458,52 @@ def _train_epoch(model: RecurrentModel, train: Any, config: TrainConfig, optimiz
     return stats, sequences
 
 
+def timed_epoch(model: RecurrentModel, train: Any, dev: Any = None, config: TrainConfig | None = None,
+                batches: int = 3) -> float:
+    """The CPU seconds one epoch of ``fit`` would take: ``batches`` training updates (``train_step``) and as many
+    evaluation batches on ``dev`` timed, each after one untimed call (which loads or compiles what a first call
+    needs), scaled to the epoch's batch counts. For planning: batches of other lengths cost in proportion. The
+    model's parameters are left as they were."""
+    config = config or TrainConfig()
+    saved = {k: p.copy() for k, p in model.params.items()}
+    rng = np.random.default_rng(config.seed)
+    optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay,
+                               config.nesterov, config.momentum_scales_lr)
+
+    def update(batch):
+        try:
+            train_step(model, batch, None, config, optimizer, rng)
+        except _NonFinite:      # a diverging update costs what any update costs
+            pass
+
+    try:
+        with blas_threads(training_threads(model, config.batch_size, config.threads)):
+            seconds = _seconds_per_batch(update, train.batches(config.batch_size, rng, bucket=config.bucket),
+                                         batches) * train.num_batches(config.batch_size)
+            if dev is not None:
+                seconds += _seconds_per_batch(lambda batch: model.evaluate(batch, None),
+                                              dev.batches(config.batch_size, by_length=True),
+                                              batches) * dev.num_batches(config.batch_size)
+    finally:
+        for k, p in model.params.items():
+            p[...] = saved[k]
+    return seconds
+
+
+def _seconds_per_batch(call: Callable[[Any], Any], batches: Any, count: int) -> float:
+    """Mean CPU seconds of ``call`` over up to ``count`` batches after the first, which runs untimed (a lone
+    batch is timed on its second call)."""
+    taken = [b for _, b in zip(range(count + 1), batches)]
+    if not taken:
+        return 0.0
+    call(taken[0])
+    timed = taken[1:] or taken[:1]
+    started = time.process_time()
+    for batch in timed:
+        call(batch)
+    return (time.process_time() - started) / len(timed)
+
+
 def _noisy_inputs(batch: Any, sigma: float, rng: np.random.Generator) -> Any:
     """The batch with N(0, σ²) added to every input value (a regulariser: the model never sees the clean
     sequence twice); token ids have no noise to add."""

@@ -37,6 +37,7 @@ import numpy as np
 from rnnlab.budget import count_params, hidden_for_budget
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
+from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.aggregate import (
     AGGREGATES,
     PAIR_REPS,
@@ -48,7 +49,7 @@ from rnnlab.experiments.aggregate import (
 )
 from rnnlab.experiments.defaults import fresh_seeds
 from rnnlab.experiments.results import Run
-from rnnlab.experiments.runner import COUNT, Experiment, RunSpec, run_experiment
+from rnnlab.experiments.runner import COUNT, Experiment, RunSpec, estimate_run_seconds, run_experiment
 from rnnlab.experiments.statistics import (
     ALPHA,
     PERMUTATION_TEST,
@@ -300,6 +301,39 @@ def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = Fal
                      final_seeds, quick, trials)
 
 
+@dataclass(frozen=True)
+class PlanCost:
+    """What a plan costs at most: each configuration's run in CPU seconds, from one timed epoch
+    (``runner.estimate_run_seconds``; early stopping and stored runs only make it cheaper), and how many runs
+    each configuration trains (its search draws × search seeds, then the final seeds)."""
+
+    seconds_per_run: dict[tuple[str, str], float]
+    runs_per_configuration: int
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.runs_per_configuration * sum(self.seconds_per_run.values()) / 3600
+
+    def describe(self, workers: int) -> str:
+        slowest = max(self.seconds_per_run, key=self.seconds_per_run.__getitem__)
+        return (f"estimated cost: at most {self.cpu_hours:.2g} CPU hours, about {self.cpu_hours / workers:.2g} h on "
+                f"{workers} worker{'s' * (workers != 1)} (one epoch timed per configuration); the slowest run is "
+                f"{slowest[1]} on {slowest[0]}, {self.seconds_per_run[slowest] / 60:.2g} CPU minutes")
+
+
+def estimate_cost(plan: BenchPlan) -> PlanCost:
+    """Time one epoch of each configuration of ``plan`` (each task built once) and scale it to the plan."""
+    tasks: dict[str, Any] = {}
+    seconds = {}
+    for spec in plan.experiment.specs(plan.quick):
+        settings = spec.full_settings(plan.search_seeds[0])
+        if spec.group not in tasks:
+            tasks[spec.group] = get_task(settings["task"], seed=settings["seed"], **settings["task_options"])
+        seconds[spec.group, spec.label] = estimate_run_seconds(settings, tasks[spec.group])
+    draws = plan.trials or len(plan.learning_rates)
+    return PlanCost(seconds, draws * len(plan.search_seeds) + len(plan.final_seeds))
+
+
 @dataclass
 class BenchResults:
     """What the benchmark found (``OUT/results.json``, published as ``cells.json``): per (task, cell) the
@@ -346,6 +380,8 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
     out = Path(out)
     if progress:
         print(plan.describe(), file=sys.stderr, flush=True)
+        if not plan.quick:
+            print(estimate_cost(plan).describe(workers or cpu_cores()), file=sys.stderr, flush=True)
     with hold(out):
         started = time.time()
         tuned = tune_experiment(plan.experiment, out, quick=plan.quick, executor=executor, address=address,

@@ -27,17 +27,19 @@ from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.settings import (
+    build,
     check_cell_unchanged,
     complete_settings,
     default_settings,
     load_trained,
     resolve_engine,
     run_record,
+    train_config,
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.files import SET_ASIDE, hold, set_aside
-from rnnlab.train import RunFolder
+from rnnlab.train import RunFolder, timed_epoch
 from rnnlab.version import __version__
 
 STOP, COUNT = "stop", "count"      # what a diverged or failed run does to a study: stop it, or count as failed
@@ -146,6 +148,14 @@ class Experiment:
             raise ValueError(f"experiment {self.name}: failed_runs is {STOP!r} or {COUNT!r}, got {self.failed_runs!r}")
         for (key, metric), value in self.published.items():
             check_published(key, metric, value)
+
+
+def estimate_run_seconds(settings: dict[str, Any], task: Any = None) -> float:
+    """The CPU seconds one run of ``settings`` takes at most: its epochs times one timed epoch
+    (``rnnlab.train.timed_epoch``); early stopping can only end it sooner. ``task``: the run's task, built before."""
+    task, model = build(settings, task)
+    config = train_config(settings, progress=False)
+    return config.epochs * timed_epoch(model, task.splits["train"], task.splits.get("dev"), config)
 
 
 def _progress(done: int, total: int, name: str, text: str) -> None:
