@@ -151,10 +151,11 @@ class Experiment:
 
 
 def estimate_run_seconds(settings: dict[str, Any], task: Any = None) -> float:
-    """The CPU seconds one run of ``settings`` takes at most: its epochs times one timed epoch
-    (``rnnlab.train.timed_epoch``); early stopping can only end it sooner. ``task``: the run's task, built before."""
+    """The CPU seconds one run of ``settings`` takes at most: its epochs times one epoch timed on one thread, as the
+    executors' workers run (``rnnlab.train.timed_epoch``); early stopping can only end it sooner. ``task``: the
+    run's task, built before."""
     task, model = build(settings, task)
-    config = train_config(settings, progress=False)
+    config = dataclasses.replace(train_config(settings, progress=False), threads=1)
     return config.epochs * timed_epoch(model, task.splits["train"], task.splits.get("dev"), config)
 
 
