@@ -576,7 +576,36 @@ def test_bench_cells_quick_runs_a_formal_language_and_scores_it_by_length(tmp_pa
 
 def _search_draws(out: Path, key: str) -> list[dict[str, float]]:
     with open(out / "bench-cells-tuned" / "search" / key / "trials.csv") as f:
-        return [{k: float(row[k]) for k in ("lr", "clip", "weight_decay")} for row in csv.DictReader(f)]
+        return [{k: float(row[k]) for k in ("lr", "clip", "weight_decay", "hidden") if k in row} for row in
+                csv.DictReader(f)]
+
+
+def test_bench_cells_can_search_the_hidden_size_as_greff_did(tmp_path):
+    """--search-size: the hidden size is one more draw of the random search (the same draws for every cell), each
+    row reports the size its winner drew and that size's parameter count, and the page says sizes are not matched."""
+    from rnnlab.budget import count_params
+    from rnnlab.experiments.bench_cells import CELLS, SIZE_SPACE, TASKS, bench_plan, run_bench
+    from rnnlab.page import markdown
+    from rnnlab.pages.bench import bench_cells_page
+
+    cells = [c for c in CELLS if c.label in ("rnn", "lstm")]
+    adding = [t for t in TASKS if t.name == "adding-50"]
+    with pytest.raises(ValueError, match="--search-size: .* give --trials K"):
+        bench_plan(cells, adding, search_size=True)
+    plan = bench_plan(cells, adding, quick=True, trials=2, search_size=True)
+    assert "hidden" in plan.describe() and plan.search_space["hidden"] == SIZE_SPACE["hidden"]
+    out = tmp_path / "bench"
+    results = run_bench(plan, out, workers=1, progress=False)
+    draws = {c.label: _search_draws(out, f"adding-50-{c.label}") for c in cells}
+    assert [d["hidden"] for d in draws["rnn"]] == [d["hidden"] for d in draws["lstm"]]
+    assert all(8 <= d["hidden"] <= 128 for d in draws["rnn"])
+    for row in results.rows:
+        assert row["hidden"] == row["chosen"]["hidden"] in [d["hidden"] for d in draws[row["cell"]]]
+        cell = next(c for c in cells if c.label == row["cell"])
+        assert row["params"] == count_params(cell.cell, input_size=2, hidden_size=row["hidden"], output_size=1)
+    page = markdown(bench_cells_page(results))
+    assert "hidden size drawn by the search (log-uniform integers in [8, 128]" in page
+    assert "matched parameter budgets" not in page
 
 
 def test_the_plans_cost_is_each_configurations_timed_run_times_its_runs(monkeypatch):

@@ -549,6 +549,9 @@ def _bench_cells_command(sub) -> None:
     bench.add_argument("--trials", type=_positive_int, default=0, help="a random search instead of the rate grid: "
                        "this many draws per cell of the learning rate, gradient clip and weight decay (default: the "
                        "grid of 3 rates)")
+    bench.add_argument("--search-size", action="store_true", help="with --trials: the hidden size drawn too, "
+                       "log-uniform in [8, 128] for every cell as Greff et al. drew it, instead of matched to each "
+                       "task's parameter budget")
     bench.add_argument("--quick", action="store_true", help="one rate (or 2 draws), 2 epochs, 1 search seed, 2 final "
                        "seeds")
     _executor_options(bench, "the runs")
@@ -578,7 +581,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
         publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells",
                       check_only=True)      # before training: a refused destination must not cost the runs
     check_executor(args.executor, args.address, args.workers)
-    plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick, args.trials)
+    plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick, args.trials, args.search_size)
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line
     print(write_bench(results, args.out, target))

@@ -214,6 +214,9 @@ SEARCH_SEEDS = (0, 1)
 # al.'s protocol: the same budget of draws per architecture), each draw trained on SEARCH_SEEDS
 SEARCH_SPACE = {"lr": ("loguniform", [1e-3, 1e-1]), "clip": ("loguniform", [0.25, 10.0]),
                 "weight_decay": ("loguniform", [1e-7, 1e-3])}
+# --search-size: the hidden size drawn too, as Greff et al. drew it (log-uniform over one range for every cell), in
+# place of the size matched to the task's budget; parameter counts then differ between cells and draws
+SIZE_SPACE = {"hidden": ("logint", [8, 128])}
 FINAL_SEEDS = fresh_seeds(10)
 BASELINES = ("rnn", "gru", "lstm")
 # (a, b, the relation claimed, who claims it): judged on every task. Greff et al.'s variants against their vanilla
@@ -246,8 +249,13 @@ def parse_cell(spec: str) -> BenchCell:
 def _sizes(task: BenchTask, cell: BenchCell) -> tuple[int, int]:
     built = get_task(task.task, seed=0, **task.task_options)
     hidden = hidden_for_budget(cell.cell, task.budget, built.input_size, built.output_size, **cell.options)
-    return hidden, count_params(cell.cell, input_size=built.input_size, hidden_size=hidden,
-                                output_size=built.output_size, **cell.options)
+    return hidden, _params_at(task, cell, hidden, built)
+
+
+def _params_at(task: BenchTask, cell: BenchCell, hidden: int, built: Any = None) -> int:
+    built = built or get_task(task.task, seed=0, **task.task_options)
+    return count_params(cell.cell, input_size=built.input_size, hidden_size=hidden, output_size=built.output_size,
+                        **cell.options)
 
 
 def _engine(cell: BenchCell) -> str:
@@ -270,7 +278,12 @@ class BenchPlan:
     search_seeds: tuple[int, ...]
     final_seeds: tuple[int, ...]
     quick: bool = False
-    trials: int = 0               # > 0: a random search over SEARCH_SPACE with this many draws per cell
+    trials: int = 0               # > 0: a random search over ``search_space`` with this many draws per cell
+    search_space: dict[str, Any] = field(default_factory=dict)      # SEARCH_SPACE, with SIZE_SPACE under --search-size
+
+    @property
+    def size_searched(self) -> bool:
+        return "hidden" in self.search_space
 
     def key(self, task: BenchTask, cell: BenchCell) -> str:
         return RunSpec(cell.label, task.task, group=task.name).key
@@ -281,7 +294,7 @@ class BenchPlan:
         draws = self.trials or len(self.learning_rates)
         search = pairs * draws * len(self.search_seeds)
         final = pairs * len(self.final_seeds)
-        searched = (f"{self.trials} random draws of {', '.join(SEARCH_SPACE)}" if self.trials else
+        searched = (f"{self.trials} random draws of {', '.join(self.search_space)}" if self.trials else
                     f"{len(self.learning_rates)} learning rates")
         return (f"bench-cells: {len(self.cells)} cells × {len(self.tasks)} tasks = {pairs} configurations; search "
                 f"{searched} × {len(self.search_seeds)} seeds = {search} runs, then the "
@@ -289,10 +302,15 @@ class BenchPlan:
                 "already stored are read, not trained)")
 
 
-def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False, trials: int = 0) -> BenchPlan:
+def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = False, trials: int = 0,
+               search_size: bool = False) -> BenchPlan:
     """The benchmark of ``cells`` on ``tasks``: each (task, cell) a configuration at the task's budget,
     the same search for every one (the rate grid, or ``trials`` random draws of ``SEARCH_SPACE``), the winners
-    retrained on fresh seeds."""
+    retrained on fresh seeds. ``search_size`` draws the hidden size too (``SIZE_SPACE``), instead of matching it
+    to the budget; it needs the random search."""
+    if search_size and not trials:
+        raise ValueError("--search-size: the hidden size is drawn by the random search; give --trials K as well")
+    space = {**SEARCH_SPACE, **(SIZE_SPACE if search_size else {})} if trials else {}
     rates, search_seeds, final_seeds, epochs = LEARNING_RATES, SEARCH_SEEDS, FINAL_SEEDS, None
     if quick:
         rates, search_seeds, final_seeds, epochs = LEARNING_RATES[1:2], SEARCH_SEEDS[:1], FINAL_SEEDS[:2], 2
@@ -305,16 +323,17 @@ def bench_plan(cells: list[BenchCell], tasks: list[BenchTask], quick: bool = Fal
     search = f'metric = "dev_loss"\nmode = "min"\nseeds = {len(search_seeds)}\n'
     if trials:
         search += f"samples = {trials}\n[search]\n" + "".join(f"{name} = {{ {kind} = {bounds} }}\n"
-                                                              for name, (kind, bounds) in SEARCH_SPACE.items())
+                                                              for name, (kind, bounds) in space.items())
     else:
         search += f'[search]\nlr = [{", ".join(repr(r) for r in rates)}]\n'
     experiment = Experiment(
         name="bench-cells", title="Cells side by side: the rnnlab cell benchmark", study="rnnlab",
-        about="every cell at a matched parameter budget, tuned alike, compared over seeds",
+        about=("every cell with its hidden size drawn by the search" if search_size else
+               "every cell at a matched parameter budget") + ", tuned alike, compared over seeds",
         specs=lambda _quick: specs, metric_names=sorted({t.metric for t in tasks} | {"dev_loss"}),
         search=search, failed_runs=COUNT)
     return BenchPlan(experiment, tuple(tasks), tuple(cells), sizes, () if trials else rates, search_seeds,
-                     final_seeds, quick, trials)
+                     final_seeds, quick, trials, space)
 
 
 @dataclass(frozen=True)
@@ -405,7 +424,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
         study = run_experiment(tuned.experiment, out, seeds=len(plan.final_seeds), workers=workers, quick=plan.quick,
                                progress=progress, executor=executor, address=address)
         searched = [r for search in tuned.searches.values() for r in search.records]
-        chosen = {c["key"]: {k: c["settings"][k] for k in (SEARCH_SPACE if plan.trials else ("lr",))}
+        chosen = {c["key"]: {k: c["settings"][k] for k in (plan.search_space if plan.trials else ("lr",))}
                   for c in study.configurations}
         rows = _rows(plan, study.runs, chosen, tuned.searches)
         results = BenchResults(
@@ -416,7 +435,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
             trained_now=sum(s.trained_now for s in tuned.searches.values()) + study.trained_now,
             compute_seconds=study.compute_seconds + sum(r["metrics"].get("seconds_total", r["seconds"] or 0.0)
                                                         for r in searched),
-            trials=plan.trials, search_space={k: list(v) for k, v in SEARCH_SPACE.items()} if plan.trials else {})
+            trials=plan.trials, search_space={k: list(v) for k, v in plan.search_space.items()})
         (out / "results.json").write_text(results.to_json())
         return results
 
@@ -436,8 +455,11 @@ def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
                 summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
                                                                       metric_info(t.metric).bounds)
             seconds = [r.metrics["seconds_total"] for r in mine if r.metrics.get("seconds_total")]
-            rows.append({"task": t.name, "cell": c.label, "hidden": plan.sizes[t.name, c.label][0],
-                         "params": plan.sizes[t.name, c.label][1], "lr": chosen[key]["lr"], "chosen": chosen[key],
+            hidden, params = plan.sizes[t.name, c.label]
+            if "hidden" in chosen[key]:     # the size the search chose
+                hidden, params = chosen[key]["hidden"], _params_at(t, c, chosen[key]["hidden"])
+            rows.append({"task": t.name, "cell": c.label, "hidden": hidden, "params": params, "lr": chosen[key]["lr"],
+                         "chosen": chosen[key],
                          "engine": _engine(c), "seconds": seconds,
                          "expected_best": _expected_best(searches.get(key)),
                          "importance": _search_importance(searches.get(key)), "runs": int(vals.size),

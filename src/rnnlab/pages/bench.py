@@ -68,7 +68,11 @@ def _across_tasks_blocks(across: dict[str, Any]) -> list:
 
 def _about(results: BenchResults) -> str:
     n_final = len(results.final_seeds)
-    return (f"{len(results.cells)} cells × {len(results.tasks)} tasks at matched parameter budgets; each cell tuned on "
+    sizes = ("with the hidden size drawn by the search (log-uniform integers in "
+             f"[{results.search_space['hidden'][1][0]}, {results.search_space['hidden'][1][1]}], the same draws for "
+             "every cell, as Greff et al. drew it: parameter counts differ)" if "hidden" in results.search_space
+             else "at matched parameter budgets")
+    return (f"{len(results.cells)} cells × {len(results.tasks)} tasks {sizes}; each cell tuned on "
             f"the same search ({_search_text(results)} × {len(results.search_seeds)} seeds, lowest mean dev loss), "
             f"then retrained on {n_final} seeds disjoint from the search's "
             f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
@@ -169,8 +173,9 @@ def bench_cells_page(results: BenchResults) -> Page:
                   "seeds a side do establish."),
         Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
         Heading("Test metric per cell and task"),
-        Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters at the task's "
-                  "budget; the learning rate the search chose. " + _lstm_names(cells) + " ".join(
+        Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters "
+                  + ("the search chose" if "hidden" in results.search_space else "at the task's budget")
+                  + "; the learning rate the search chose. " + _lstm_names(cells) + " ".join(
                       f"**{t['name']}** ({t['metric']}, {'higher' if t['higher_is_better'] else 'lower'} is better; "
                       f"budget {t['budget']:,} parameters; 'same' within ±{t['same_margin']:g}, "
                       f"{t['margin_why']}): {t['why']}." for t in tasks)),
