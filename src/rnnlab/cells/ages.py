@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.kernel_math import one_of
 from rnnlab.compile import kernel
 
 
@@ -49,3 +50,16 @@ def sum_ages(per_age, B, out):
     out[:] = per_age[:B]
     for s in range(1, per_age.shape[0] // B):
         out += per_age[s * B:(s + 1) * B]
+
+
+@kernel
+def pass_padding(dprev, carry, mask_t):
+    """A padded step passes its deltas through: dprev (A·B, n), age-major rows, gains (1 − m) ⊙ carry (A, B, n)."""
+    A, B, n = carry.shape
+    one = one_of(carry)
+    for s in range(A):
+        for r in range(B):
+            keep = one - mask_t[r]
+            if keep > 0.0:
+                for j in range(n):
+                    dprev[s * B + r, j] += keep * carry[s, r, j]

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, pass_padding, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of, zero_of
@@ -453,12 +453,7 @@ def lstm_backward_loop(dhs, W_hT, prev_c, s_steps, g_steps, tc_steps, mask, back
                     dc_prev[s, i, j] = dc_total[j] * s_steps[t, i, H + j] + (one - m) * carry_c[s, i, j]
         sum_ages(da, B, da_sum[t])
         kernel_matmul(da, W_hT, dh_prev)
-        for s in range(A):
-            for i in range(B):
-                keep = one - mask[t, i]
-                if keep > 0.0:
-                    for j in range(H):
-                        dh_prev[s * B + i, j] += keep * carry_h[s, i, j]
+        pass_padding(dh_prev, carry_h, mask[t])
         step_back(carry_h, dh_prev.reshape(A, B, H), back_steps)
         step_back(carry_c, dc_prev, back_steps)
     return initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps)
@@ -642,16 +637,10 @@ def lstm_variant_backward_loop(dhs, W_hT, peep, W_ggT, layout, c_steps, gate_ste
                     dc_prev[s, r, j] = d_c + (one - m) * carry_c[s, r, j]
         sum_ages(da, B, da_sum[t])
         kernel_matmul(da, W_hT, dh_prev)
+        pass_padding(dh_prev, carry_h, mask[t])
         if recurrent:
             kernel_matmul(da_gates, W_ggT, dgates_prev)
-        for s in range(A):
-            for r in range(B):
-                keep = one - mask[t, r]
-                if keep > 0.0:
-                    for j in range(H):
-                        dh_prev[s * B + r, j] += keep * carry_h[s, r, j]
-                    for j in range(dgates_prev.shape[1]):
-                        dgates_prev[s * B + r, j] += keep * carry_gates[s, r, j]
+            pass_padding(dgates_prev, carry_gates, mask[t])
         step_back(carry_h, dh_prev.reshape(A, B, H), back_steps)
         step_back(carry_c, dc_prev, back_steps)
         if recurrent:
