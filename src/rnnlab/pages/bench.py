@@ -60,8 +60,8 @@ def _across_tasks_blocks(across: dict[str, Any]) -> list:
                   "chance that a run of the cell beats a run of b on a task, averaged over tasks; 95% intervals from "
                   f"the stratified bootstrap (runs resampled within each task, {across['reps']:,} draws, "
                   f"{across['pair_reps']:,} for P, seed {across['seed']}). The profile is the fraction of runs above "
-                  f"each τ in {' / '.join(f'{t:g}' for t in across['taus'])}. With {len(across['tasks'])} tasks these describe this "
-                  "suite, not a cell's merit in general."),
+                  f"each τ in {' / '.join(f'{t:g}' for t in across['taus'])}. With {len(across['tasks'])} tasks "
+                  "these describe this suite, not a cell's merit in general."),
         Table(["cell", *names, *[f"P(cell > {b})" for b in bases], "profile"], rows),
     ]
 
