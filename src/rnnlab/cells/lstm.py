@@ -30,7 +30,7 @@ import numpy as np
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, pass_padding, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
-from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of, zero_of
+from rnnlab.cells.kernel_math import inline, kernel, kernel_sigmoid, kernel_tanh, one_of, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, optional_float, sigmoid, to_bool
 
@@ -486,16 +486,11 @@ def variant_layout(parts: LSTMParts, peepholes: bool) -> np.ndarray:
 @kernel
 def lstm_variant_forward_loop(xw, W_h, b_h, peep, W_gg, layout, h0, c0, gates0, mask, hs, cs, gate_states, c_steps,
                               c_new_steps, u_steps, gate_steps, g_steps, tc_steps):
-    """a = xw + h W_h + b_h (+ [i, f, o]_{t−1} W_gg into a_i, a_f, a_o);  i = σ(a_i + p_i ⊙ c) or 1;
-    f = σ(a_f + p_f ⊙ c), 1 or 1 − i;  g = tanh(a_g) or a_g;  c' = f ⊙ c + i ⊙ g;  o = σ(a_o + p_o ⊙ c') or 1;
-    h' = o ⊙ (tanh(c') or c').  gate_steps holds i, f, o (the constants too); with W_gg (FGR) gate_states the
-    carried gates and u_steps each step's previous gates. Each part is one pass over the (B, H) block, its
-    variant tested outside the pass, so that the passes vectorise (a gate without a peephole adds 0 ⊙ c)."""
+    """a = xw + h W_h + b_h (+ [i, f, o]_{t−1} W_gg into a_i, a_f, a_o), then ``_variant_gates``. gate_steps holds
+    i, f, o (the constants too); with W_gg (FGR) gate_states the carried gates and u_steps each step's previous
+    gates."""
     T, B, H = hs.shape
-    i_at, f_at, g_at, o_at = layout[0], layout[1], layout[2], layout[3]
-    forget, input_identity, output_identity = layout[7], layout[8] == 1, layout[9] == 1
     recurrent = W_gg.shape[0] > 0
-    one = one_of(hs)
     peeps = np.zeros((3, H), hs.dtype)       # i, f, o; zero where a gate has no peephole
     for k in range(3):
         if layout[4 + k] >= 0:
@@ -521,66 +516,72 @@ def lstm_variant_forward_loop(xw, W_h, b_h, peep, W_gg, layout, h0, c0, gates0, 
                 for j in range(H):
                     a[r, 3 * H + j] += r_gates[r, 2 * H + j]
         c_steps[t] = c
-        i_t, f_t, o_t = gate_steps[0, t], gate_steps[1, t], gate_steps[2, t]
-        g_t, c_new_t, tc_t = g_steps[t], c_new_steps[t], tc_steps[t]
+        _variant_gates(a, c, layout, peeps, gate_steps[0, t], gate_steps[1, t], gate_steps[2, t], g_steps[t],
+                       c_new_steps[t], tc_steps[t])
         for r in range(B):
-            if i_at >= 0:
-                for j in range(H):
-                    i_t[r, j] = kernel_sigmoid(a[r, i_at * H + j] + peeps[0, j] * c[r, j])
-            else:
-                i_t[r] = one
-            if forget == SIGMOID_FORGET:
-                for j in range(H):
-                    f_t[r, j] = kernel_sigmoid(a[r, f_at * H + j] + peeps[1, j] * c[r, j])
-            elif forget == COUPLED_FORGET:
-                for j in range(H):
-                    f_t[r, j] = one - i_t[r, j]
-            else:
-                f_t[r] = one
-            if input_identity:
-                for j in range(H):
-                    g_t[r, j] = a[r, g_at * H + j]
-            else:
-                for j in range(H):
-                    g_t[r, j] = kernel_tanh(a[r, g_at * H + j])
-            for j in range(H):
-                c_new_t[r, j] = f_t[r, j] * c[r, j] + i_t[r, j] * g_t[r, j]
-            if o_at >= 0:
-                for j in range(H):
-                    o_t[r, j] = kernel_sigmoid(a[r, o_at * H + j] + peeps[2, j] * c_new_t[r, j])
-            else:
-                o_t[r] = one
-            if output_identity:
-                for j in range(H):
-                    tc_t[r, j] = c_new_t[r, j]
-            else:
-                for j in range(H):
-                    tc_t[r, j] = kernel_tanh(c_new_t[r, j])
             if mask[t, r] > 0.0:
                 for j in range(H):
-                    c[r, j] = c_new_t[r, j]
-                    h[r, j] = o_t[r, j] * tc_t[r, j]
+                    c[r, j] = c_new_steps[t, r, j]
+                    h[r, j] = gate_steps[2, t, r, j] * tc_steps[t, r, j]
                 if recurrent:
-                    for j in range(H):
-                        u[r, j], u[r, H + j], u[r, 2 * H + j] = i_t[r, j], f_t[r, j], o_t[r, j]
+                    for k in range(3):
+                        u[r, k * H:(k + 1) * H] = gate_steps[k, t, r]
         hs[t], cs[t] = h, c
         if recurrent:
             for k in range(3):
                 gate_states[k, t] = u[:, k * H:(k + 1) * H]
 
 
+@inline
+def _variant_gates(a, c, layout, peeps, i_t, f_t, o_t, g_t, c_new_t, tc_t):
+    """i = σ(a_i + p_i ⊙ c) or 1;  f = σ(a_f + p_f ⊙ c), 1 or 1 − i;  g = tanh(a_g) or a_g;  c' = f ⊙ c + i ⊙ g;
+    o = σ(a_o + p_o ⊙ c') or 1;  tanh(c') or c'. Each part one pass over a row, its variant tested outside the
+    pass, so that the passes vectorise (a gate without a peephole adds 0 ⊙ c)."""
+    B, H = c.shape
+    i_at, f_at, g_at, o_at, forget = layout[0], layout[1], layout[2], layout[3], layout[7]
+    one = one_of(c)
+    for r in range(B):
+        if i_at >= 0:
+            for j in range(H):
+                i_t[r, j] = kernel_sigmoid(a[r, i_at * H + j] + peeps[0, j] * c[r, j])
+        else:
+            i_t[r] = one
+        if forget == SIGMOID_FORGET:
+            for j in range(H):
+                f_t[r, j] = kernel_sigmoid(a[r, f_at * H + j] + peeps[1, j] * c[r, j])
+        elif forget == COUPLED_FORGET:
+            for j in range(H):
+                f_t[r, j] = one - i_t[r, j]
+        else:
+            f_t[r] = one
+        if layout[8] == 1:
+            for j in range(H):
+                g_t[r, j] = a[r, g_at * H + j]
+        else:
+            for j in range(H):
+                g_t[r, j] = kernel_tanh(a[r, g_at * H + j])
+        for j in range(H):
+            c_new_t[r, j] = f_t[r, j] * c[r, j] + i_t[r, j] * g_t[r, j]
+        if o_at >= 0:
+            for j in range(H):
+                o_t[r, j] = kernel_sigmoid(a[r, o_at * H + j] + peeps[2, j] * c_new_t[r, j])
+        else:
+            o_t[r] = one
+        if layout[9] == 1:
+            for j in range(H):
+                tc_t[r, j] = c_new_t[r, j]
+        else:
+            for j in range(H):
+                tc_t[r, j] = kernel_tanh(c_new_t[r, j])
+
+
 @kernel
 def lstm_variant_backward_loop(dhs, W_hT, peep, W_ggT, layout, c_steps, gate_steps, g_steps, tc_steps, mask,
                                back_steps, da_sum, dh_out):
-    """``lstm_variant_step_backward`` over all steps and ages: dc_total = dc + dh ⊙ o ⊙ act_out'; da_o = (dh ⊙ tanh(c')
-    + d_o) ⊙ o(1 − o), reaching dc_total through p_o; da_g = dc_total ⊙ i ⊙ act_in'; di = dc_total ⊙ g + d_i (− df
-    under coupling), df = dc_total ⊙ c + d_f; dc_prev = dc_total ⊙ f + p_i ⊙ da_i + p_f ⊙ da_f; dh_prev = da W_hᵀ;
-    with W_gg (FGR) the errors d_i, d_f, d_o at the carried gates, and d[i, f, o]_{t−1} = [da_i, da_f, da_o] W_ggᵀ.
-    Masked steps pass their deltas through. Returns (dh0, dc0, d[i, f, o]0); da_sum receives da (= dxw = dhw)."""
+    """``lstm_variant_step_backward`` over all steps and ages (``_variant_adjoint``): dh_prev = da W_hᵀ; with W_gg
+    (FGR) d[i, f, o]_{t−1} = [da_i, da_f, da_o] W_ggᵀ. Masked steps pass their deltas through. Returns (dh0, dc0,
+    d[i, f, o]0); da_sum receives da (= dxw = dhw)."""
     T, B, H = dhs.shape
-    i_at, f_at, g_at, o_at = layout[0], layout[1], layout[2], layout[3]
-    i_peep, f_peep, o_peep, forget = layout[4], layout[5], layout[6], layout[7]
-    input_identity, output_identity = layout[8] == 1, layout[9] == 1
     recurrent = W_ggT.shape[0] > 0
     carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     carry_gates = new_carry(back_steps, B, 3 * H if recurrent else 0, dhs)
@@ -590,51 +591,13 @@ def lstm_variant_backward_loop(dhs, W_hT, peep, W_ggT, layout, c_steps, gate_ste
     dc_prev = np.empty((A, B, H), dhs.dtype)
     dh_prev = np.empty((A * B, H), dhs.dtype)
     dgates_prev = np.empty((A * B, 3 * H if recurrent else 0), dhs.dtype)
-    one, zero = one_of(dhs), zero_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry_h, dhs[t], dh_out[t])
         for s in range(A):
             for r in range(B):
-                m, row = mask[t, r], s * B + r
-                for j in range(H):
-                    dh, dc = m * carry_h[s, r, j], m * carry_c[s, r, j]
-                    d_i = m * carry_gates[s, r, j] if recurrent else zero
-                    d_f = m * carry_gates[s, r, H + j] if recurrent else zero
-                    d_o = m * carry_gates[s, r, 2 * H + j] if recurrent else zero
-                    g, tc = g_steps[t, r, j], tc_steps[t, r, j]
-                    i = gate_steps[0, t, r, j] if i_at >= 0 else one
-                    if forget == SIGMOID_FORGET:
-                        f = gate_steps[1, t, r, j]
-                    elif forget == COUPLED_FORGET:
-                        f = one - i
-                    else:
-                        f = one
-                    o = gate_steps[2, t, r, j] if o_at >= 0 else one
-                    dc_total = dc + dh * o * (one if output_identity else one - tc * tc)
-                    if o_at >= 0:
-                        da_o = da[row, o_at * H + j] = (dh * tc + d_o) * o * (one - o)
-                        if o_peep >= 0:
-                            dc_total += da_o * peep[o_peep * H + j]
-                        if recurrent:
-                            da_gates[row, 2 * H + j] = da_o
-                    da[row, g_at * H + j] = dc_total * i * (one if input_identity else one - g * g)
-                    di, df = dc_total * g + d_i, dc_total * c_steps[t, r, j] + d_f
-                    if forget == COUPLED_FORGET:
-                        di -= df
-                    d_c = dc_total * f
-                    if i_at >= 0:
-                        da_i = da[row, i_at * H + j] = di * i * (one - i)
-                        if i_peep >= 0:
-                            d_c += da_i * peep[i_peep * H + j]
-                        if recurrent:
-                            da_gates[row, j] = da_i
-                    if forget == SIGMOID_FORGET:
-                        da_f = da[row, f_at * H + j] = df * f * (one - f)
-                        if f_peep >= 0:
-                            d_c += da_f * peep[f_peep * H + j]
-                        if recurrent:
-                            da_gates[row, H + j] = da_f
-                    dc_prev[s, r, j] = d_c + (one - m) * carry_c[s, r, j]
+                _variant_adjoint(carry_h[s, r], carry_c[s, r], carry_gates[s, r], mask[t, r], c_steps[t, r],
+                                 gate_steps[0, t, r], gate_steps[1, t, r], gate_steps[2, t, r], g_steps[t, r],
+                                 tc_steps[t, r], peep, layout, da[s * B + r], da_gates[s * B + r], dc_prev[s, r])
         sum_ages(da, B, da_sum[t])
         kernel_matmul(da, W_hT, dh_prev)
         pass_padding(dh_prev, carry_h, mask[t])
@@ -651,3 +614,51 @@ def lstm_variant_backward_loop(dhs, W_hT, peep, W_ggT, layout, c_steps, gate_ste
         for k in range(3):
             dgates[k] = dgates0[:, k * H:(k + 1) * H]
     return initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps), dgates
+
+
+@inline
+def _variant_adjoint(carry_h, carry_c, carry_gates, m, c, i_row, f_row, o_row, g_row, tc_row, peep, layout, da,
+                     da_gates, dc_prev):
+    """One row of one age: dc_total = dc + dh ⊙ o ⊙ act_out'; da_o = (dh ⊙ tanh(c') + d_o) ⊙ o(1 − o), reaching
+    dc_total through p_o; da_g = dc_total ⊙ i ⊙ act_in'; di = dc_total ⊙ g + d_i (− df under coupling),
+    df = dc_total ⊙ c + d_f; dc_prev = dc_total ⊙ f + p_i ⊙ da_i + p_f ⊙ da_f, plus what a padded step passes
+    through. d_i, d_f, d_o: the errors at FGR's carried gates (none without it)."""
+    H = c.shape[0]
+    i_at, f_at, g_at, o_at = layout[0], layout[1], layout[2], layout[3]
+    i_peep, f_peep, o_peep, forget = layout[4], layout[5], layout[6], layout[7]
+    recurrent = carry_gates.shape[0] > 0
+    one, zero = one_of(c), zero_of(c)
+    for j in range(H):
+        dh, dc = m * carry_h[j], m * carry_c[j]
+        d_i = m * carry_gates[j] if recurrent else zero
+        d_f = m * carry_gates[H + j] if recurrent else zero
+        d_o = m * carry_gates[2 * H + j] if recurrent else zero
+        g, tc = g_row[j], tc_row[j]
+        i = i_row[j] if i_at >= 0 else one
+        f = f_row[j] if forget == SIGMOID_FORGET else one - i if forget == COUPLED_FORGET else one
+        o = o_row[j] if o_at >= 0 else one
+        dc_total = dc + dh * o * (one if layout[9] == 1 else one - tc * tc)
+        if o_at >= 0:
+            da_o = da[o_at * H + j] = (dh * tc + d_o) * o * (one - o)
+            if o_peep >= 0:
+                dc_total += da_o * peep[o_peep * H + j]
+            if recurrent:
+                da_gates[2 * H + j] = da_o
+        da[g_at * H + j] = dc_total * i * (one if layout[8] == 1 else one - g * g)
+        di, df = dc_total * g + d_i, dc_total * c[j] + d_f
+        if forget == COUPLED_FORGET:
+            di -= df
+        d_c = dc_total * f
+        if i_at >= 0:
+            da_i = da[i_at * H + j] = di * i * (one - i)
+            if i_peep >= 0:
+                d_c += da_i * peep[i_peep * H + j]
+            if recurrent:
+                da_gates[j] = da_i
+        if forget == SIGMOID_FORGET:
+            da_f = da[f_at * H + j] = df * f * (one - f)
+            if f_peep >= 0:
+                d_c += da_f * peep[f_peep * H + j]
+            if recurrent:
+                da_gates[H + j] = da_f
+        dc_prev[j] = d_c + (one - m) * carry_c[j]
