@@ -148,3 +148,15 @@ def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path
     with pytest.raises(ValueError):
         publish_greff(results, foreign)
     assert foreign.read_text() == "someone's page"
+
+
+def test_a_page_below_the_papers_budget_says_it_is_interim_before_its_words(no_importance):
+    from rnnlab.page import markdown
+    from rnnlab.pages.greff import greff_page
+
+    judged = greff.judge(_records({"NFG": 0.5}))
+    interim = markdown(greff_page(greff.GreffResults(trials=TRIALS, quick=False, **judged)))
+    assert f"**Interim: {TRIALS} of the paper's 200 trials per variant.**" in interim
+    assert f"holds {TRIALS // 10} trials a variant (the paper's: 20)" in interim
+    assert interim.index("Interim:") < interim.index("## The paper's findings")
+    assert "Interim" not in markdown(greff_page(greff.GreffResults(trials=200, quick=False, **judged)))

@@ -16,6 +16,7 @@ from rnnlab.experiments.greff import (
     SPACE,
     TESTS,
     TOP,
+    TRIALS,
     VANILLA,
     VARIANTS,
     WHY_MARGIN,
@@ -87,6 +88,18 @@ def _importance_rows(results: GreffResults) -> list[list[str]]:
     return rows
 
 
+def _interim(results: GreffResults) -> list[Paragraph]:
+    """What a budget below the paper's means for the page's words, said before them."""
+    if results.quick or results.trials >= TRIALS:
+        return []
+    return [Paragraph(f"**Interim: {results.trials} of the paper's {TRIALS} trials per variant.** The best-10% "
+                      f"panel holds {max(1, round(TOP * results.trials))} trials a variant (the paper's: "
+                      f"{round(TOP * TRIALS)}), so its tests have far less power than the paper's: a finding "
+                      "'undecided' here may be decided by the full arm, which the same command resumes from the "
+                      "stored trials; a word decided here is decided by these trials' evidence, at the level "
+                      "stated.", kind="about")]
+
+
 def greff_page(results: GreffResults) -> Page:
     """The findings first, then per variant the trials beside the paper, the tests against V and the importance."""
     finished = sum(v["finished"] for v in results.variants.values())
@@ -102,6 +115,7 @@ def greff_page(results: GreffResults) -> Page:
                                                              f"trials per core-hour, engine {SETTINGS['engine']})"
                                                              if results.compute_seconds else "")
                   + f". `{results.command}`.", kind="about"),
+        *_interim(results),
         Heading("The paper's findings"),
         Paragraph(f"Decided on the best 10% of each variant's trials by validation NLL (the paper's main panel), "
                   f"by Welch's t-test against V with Bonferroni's correction for {TESTS} tests (the paper's test); "
