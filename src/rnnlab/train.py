@@ -476,8 +476,8 @@ def timed_epoch(model: RecurrentModel, train: Any, dev: Any = None, config: Trai
         except _NonFinite:      # a diverging update costs what any update costs
             pass
 
-    try:
-        with blas_threads(training_threads(model, config.batch_size, config.threads)):
+    try:     # a diverging probe says nothing the runs will not: no warnings from its NaNs
+        with blas_threads(training_threads(model, config.batch_size, config.threads)), np.errstate(all="ignore"):
             seconds = _seconds_per_batch(update, train.batches(config.batch_size, rng, bucket=config.bucket),
                                          batches) * train.num_batches(config.batch_size)
             if dev is not None:
