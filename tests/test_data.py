@@ -611,3 +611,19 @@ def test_a_gru_reads_the_digits_row_by_row_well_above_the_majority_rate():
     settings["task_options"] = {"read": "rows"}
     outcome = run_job(settings)
     assert outcome["status"] == "ok" and outcome["metrics"]["test_accuracy"] > 0.5
+
+
+@settings(max_examples=15, deadline=None)
+@given(embedded=st.booleans(), seed=st.integers(0, 2**20), n_train=st.integers(1, 64), n_test=st.integers(1, 40),
+       n_dev=st.integers(1, 40))
+def test_a_reber_dev_split_is_disjoint_and_leaves_the_other_splits_as_they_were(embedded, seed, n_train, n_test,
+                                                                                n_dev):
+    """The studies' Reber tasks have train and test only; ``n_dev`` adds held-out strings for a search, drawn after
+    the test strings, so the studies' splits stay the same strings."""
+    name = "embedded-reber" if embedded else "reber"
+    plain = get_task(name, n_train=n_train, n_test=n_test, seed=seed)
+    with_dev = get_task(name, n_train=n_train, n_test=n_test, n_dev=n_dev, seed=seed)
+    assert "dev" not in plain.splits and len(with_dev.splits["dev"]) == n_dev
+    strings = with_dev.info["strings"]
+    assert {k: strings[k] for k in ("train", "test")} == plain.info["strings"]
+    assert not set(strings["dev"]) & (set(strings["train"]) | set(strings["test"]))

@@ -82,18 +82,23 @@ def mean_sign(n_train: int = 4000, n_dev: int = 1000, n_test: int = 1000, length
                 info={"length": length, "features": features, "seed": seed})
 
 
-def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: int) -> Task:
+def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: int, n_dev: int = 0) -> Task:
     if target not in ("cross_entropy", "squared_error"):
         raise ValueError(f"target: expected cross_entropy or squared_error, got {target!r}")
     train = reber.reber_strings(n_train, embedded, seed)
-    seen, test, draw = set(train), [], 0
-    while len(test) < n_test:  # test strings never occur in the training set (H&S 1997)
-        batch = reber.reber_strings(4 * n_test, embedded, seed + 1 + draw)
-        draw += 1
-        test += [s for s in batch if s not in seen][: n_test - len(test)]
-        if draw > 50:
-            raise ValueError(f"n_test: could not draw {n_test} strings disjoint from the training set")
-    strings = {"train": train, "test": test}
+    seen, draw = set(train), 0
+    strings = {"train": train}
+    for split, n in (("test", n_test), ("dev", n_dev)):   # test first: a dev split leaves the test strings as they were
+        drawn: list[str] = []
+        while len(drawn) < n:  # strings never in the training set (H&S 1997), nor in the test set
+            batch = reber.reber_strings(4 * n, embedded, seed + 1 + draw)
+            draw += 1
+            drawn += [s for s in batch if s not in seen][: n - len(drawn)]
+            if draw > 50:
+                raise ValueError(f"n_{split}: could not draw {n} strings disjoint from the splits drawn before")
+        seen.update(drawn)
+        if n or split == "test":
+            strings[split] = drawn
 
     def data(ss: list[str]) -> SequenceData:
         ids = [reber.encode(s) for s in ss]
@@ -121,14 +126,18 @@ def _reber_task(embedded: bool, n_train: int, n_test: int, target: str, seed: in
                 info={"strings": strings, "embedded": embedded})
 
 
-def reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0) -> Task:
-    """Next-symbol prediction on Reber strings (S2); ``target="squared_error"`` for the original setting."""
-    return _reber_task(False, n_train, n_test, target, seed)
+def reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0,
+               n_dev: int = 0) -> Task:
+    """Next-symbol prediction on Reber strings (S2); ``target="squared_error"`` for the original setting. The studies
+    have no dev split; ``n_dev`` strings (disjoint from the others) make one, for a search."""
+    return _reber_task(False, n_train, n_test, target, seed, n_dev)
 
 
-def embedded_reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0) -> Task:
-    """Next-symbol prediction on embedded Reber strings (S2); the final T/P is the long-range test."""
-    return _reber_task(True, n_train, n_test, target, seed)
+def embedded_reber_task(n_train: int = 256, n_test: int = 256, target: str = "cross_entropy", seed: int = 0,
+                        n_dev: int = 0) -> Task:
+    """Next-symbol prediction on embedded Reber strings (S2); the final T/P is the long-range test. ``n_dev``: as
+    ``reber_task``."""
+    return _reber_task(True, n_train, n_test, target, seed, n_dev)
 
 
 def adding_task(n_train: int = 2000, n_dev: int = 500, n_test: int = 500, length: int = 50, seed: int = 0) -> Task:

@@ -185,6 +185,12 @@ SUITE_TASKS = (
               why="which of nine speakers said /ae/, from 7–29 frames of 12 coefficients (UEA, from sktime's wheel); "
               "the test set's majority class scores 88/370 ≈ 0.238", same_margin=0.01,
               margin_why="one percentage point of accuracy", baseline=88 / 370, perfect=1.0),
+    BenchTask("embedded-reber", "embedded-reber", {"n_train": 1024, "n_dev": 256, "n_test": 256},
+              {**TRAINING, "epochs": 30}, 3000, "test_final_step_accuracy",
+              why="next-symbol prediction on embedded Reber strings, scored on the final T or P, which repeats the "
+              "second symbol across a Reber string (Hochreiter & Schmidhuber 1997's long-range test; S2's grammar, "
+              "with 256 dev strings disjoint from the others for the search); a memoryless model guesses it: 1/2",
+              same_margin=0.01, margin_why="one percentage point of accuracy", baseline=0.5, perfect=1.0),
     *(_music(name, dataset, baseline) for name, dataset, baseline in (
         ("jsb", "jsb", JSB_INDEPENDENT_NLL), ("nottingham", "nottingham", NOTTINGHAM_INDEPENDENT_NLL))),
     *(_language(name, chance) for name, chance in (
