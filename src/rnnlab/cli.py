@@ -541,9 +541,9 @@ def _bench_cells_command(sub) -> None:
     bench.add_argument("--tasks", default=None, help="comma-separated task labels (default: adding-50, copy-20, "
                        "mean-sign-20; the suite adds adding-200/1000, copy-100/500, selective-copy-256, "
                        "associative-recall-8, the real sequences digits-rows, digits-permuted, mnist-rows (extra "
-                       "mnist), japanese-vowels (extra series), jsb, nottingham, sst5 and embedded-reber, and the formal "
-                       "languages: parity-check, even-pairs, "
-                       "cycle-navigation, modular-arithmetic, dyck-1, dyck-2, anbncn)")
+                       "mnist), japanese-vowels (extra series), jsb, nottingham, sst5 and embedded-reber, and the "
+                       "formal languages: parity-check, even-pairs, cycle-navigation, modular-arithmetic, dyck-1, "
+                       "dyck-2, anbncn)")
     bench.add_argument("--out", default="runs/bench-cells", help="where the runs and results go")
     bench.add_argument("--publish", nargs="?", const="docs/results/cells.md", default=None, metavar="FILE",
                        help="also write the page (default: docs/results/cells.md)")
