@@ -160,3 +160,11 @@ def test_a_page_below_the_papers_budget_says_it_is_interim_before_its_words(no_i
     assert f"holds {TRIALS // 10} trials a variant (the paper's: 20)" in interim
     assert interim.index("Interim:") < interim.index("## The paper's findings")
     assert "Interim" not in markdown(greff_page(greff.GreffResults(trials=200, quick=False, **judged)))
+
+
+def test_the_arms_eta_is_the_rate_of_its_timed_trials():
+    records = [{"seconds": 60.0}, {"seconds": 120.0}, {"seconds": None}, {"seconds": 90.0}]
+    line = greff.remaining_cost(records, 1800, 2)
+    assert "4 of 1800 trials stored, 40 per core-hour so far" in line     # 90 s a trial, the untimed one left out
+    assert "the 1796 left ≈ 44.9 core-hours, ≈ 22.4 h on 2 workers" in line
+    assert "no finished trial to time yet" in greff.remaining_cost([], 1800, 1)

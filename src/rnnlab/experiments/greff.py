@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
 from rnnlab.experiments.sweeps import Sweep, parse_sweep, run_sweep
@@ -134,8 +136,23 @@ def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, exe
     for samples in rounds:
         summary = run_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
                             progress=progress, command=command)
+        if progress and samples < rounds[-1]:
+            print(remaining_cost(summary.records, len(VARIANTS) * rounds[-1], workers or cpu_cores()),
+                  file=sys.stderr, flush=True)
     return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judge(summary.records),
                         compute_seconds=sum(r["seconds"] or 0.0 for r in summary.records), command=command)
+
+
+def remaining_cost(records: list[dict[str, Any]], total: int, workers: int) -> str:
+    """What the trials still to train will cost, at the rate of those timed so far (each trial's own training time):
+    the arm's ETA, from its first trials."""
+    seconds = [r["seconds"] for r in records if r.get("seconds")]
+    if not seconds:
+        return f"greff: {total} trials to train; no finished trial to time yet"
+    per_trial, left = sum(seconds) / len(seconds), max(0, total - len(records))
+    return (f"greff: {len(records)} of {total} trials stored, {3600 / per_trial:.0f} per core-hour so far; the "
+            f"{left} left ≈ {left * per_trial / 3600:.1f} core-hours, ≈ {left * per_trial / 3600 / workers:.1f} h on "
+            f"{workers} worker{'s' * (workers != 1)}")
 
 
 @dataclass
