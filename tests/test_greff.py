@@ -142,6 +142,12 @@ def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path
     republish_greff(target)
     again = {p.relative_to(target.parent): p.read_bytes() for p in target.parent.rglob("*") if p.is_file()}
     assert again == written
+    from rnnlab.pages.overview import results_overview
+
+    line = next(x for x in results_overview(target.parent, links="").splitlines() if "greff-jsb.md" in x)
+    assert line.startswith(f"[LSTM: A Search Space Odyssey, the JSB arm](greff-jsb.md) (9 variants, {TRIALS} trials "
+                           "per variant, interim: the paper ran 200; each finding's word): ")
+    assert all(f"{f['claim']}: {f['word']}" in line for f in results.findings)
     foreign = tmp_path / "other" / "greff-jsb.md"
     foreign.parent.mkdir()
     foreign.write_text("someone's page")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from rnnlab.experiments.findings import RESULTS_ROOT
+from rnnlab.experiments.greff import TRIALS as GREFF_TRIALS
 from rnnlab.files import atomic_write
 from rnnlab.page import PAGE_JSON, md_table
 from rnnlab.pages.published import page_data, read_page
@@ -58,11 +59,25 @@ def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results
                                         " on " + ", ".join(t["name"] for t in bench["tasks"]))
         lines += ["", f"[{title}]({links}{cells.stem}.md) ({len(bench['cells'])} cells × "
                       f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on): {held}."]
+    lines += _greff_lines(dest, links)
     maps = sorted(path.parent for path in dest.glob(f"*/{PAGE_JSON}") if "source" in page_data(path.parent))
     if maps:
         lines += ["", "Maps and searches: " + " · ".join(
             f"[{read_page(folder).title}]({links}{folder.name}/report.md)" for folder in maps) + "."]
     return "\n".join(lines + ["", OVERVIEW_END])
+
+
+def _greff_lines(dest: Path, links: str) -> list[str]:
+    """Greff et al.'s JSB arm, when published: its budget (interim below the paper's) and each finding's word."""
+    stored = dest / "greff-jsb.json"
+    if not stored.is_file():
+        return []
+    arm = json.loads(stored.read_text())
+    interim = f", interim: the paper ran {GREFF_TRIALS}" if arm["trials"] < GREFF_TRIALS else ""
+    budget = f"{arm['trials']} trials per variant{interim}"
+    words = "; ".join(f"{f['claim']}: {f['word']}" for f in arm["findings"])
+    return ["", f"[LSTM: A Search Space Odyssey, the JSB arm]({links}greff-jsb.md) (9 variants, {budget}; each "
+                f"finding's word): {words}."]
 
 
 RESULTS_INDEX_TOC = """```{toctree}
