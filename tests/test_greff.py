@@ -174,3 +174,21 @@ def test_the_arms_eta_is_the_rate_of_its_timed_trials():
     assert "4 of 1800 trials stored, 40 per core-hour so far" in line     # 90 s a trial, the untimed one left out
     assert "the 1796 left ≈ 44.9 core-hours, ≈ 22.4 h on 2 workers" in line
     assert "no finished trial to time yet" in greff.remaining_cost([], 1800, 1)
+
+
+def test_the_published_arm_is_its_stored_trials_judged_and_rendered(no_importance):
+    """docs/results/greff-jsb.md is its greff-jsb.json rendered, the JSON round-trips byte for byte, and the tests and
+    words against V come again from the per-trial numbers it keeps (the importance, minutes of forests, aside)."""
+    from pathlib import Path
+
+    from rnnlab.page import markdown
+    from rnnlab.pages.greff import greff_page
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results"
+    stored = greff.GreffResults.load(docs / "greff-jsb.json")
+    assert markdown(greff_page(stored)) == (docs / "greff-jsb.md").read_text()
+    assert stored.to_json() == (docs / "greff-jsb.json").read_text()
+    assert stored.trials >= 20 and all(v["finished"] >= stored.trials * 0.9 for v in stored.variants.values())
+    again = greff.judge_again(stored)
+    assert json.loads(json.dumps(again.comparisons, default=float)) == json.loads(json.dumps(stored.comparisons,
+                                                                                             default=float))
