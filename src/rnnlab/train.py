@@ -326,6 +326,12 @@ def training_threads(model: RecurrentModel, batch_size: int, threads: int | None
     return max(choose_threads(batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
 
 
+def config_optimizer(model: RecurrentModel, config: TrainConfig) -> Any:
+    """The optimizer ``config`` names, over ``model``'s parameters."""
+    return make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay,
+                          config.nesterov, config.momentum_scales_lr)
+
+
 def fit(
     model: RecurrentModel,
     train,
@@ -348,8 +354,7 @@ def fit(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(config.seed)
-    optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay,
-                               config.nesterov, config.momentum_scales_lr)
+    optimizer = config_optimizer(model, config)
     schedule = make_schedule(config.schedule, config.lr, **config.schedule_kwargs())
     meta_base = {"format": 1, "config": dataclasses.asdict(config), "run": run_info or {}}
     progress, best = _restore(out, model, optimizer, schedule, rng) if resume else (Progress(), None)
@@ -467,8 +472,7 @@ def timed_epoch(model: RecurrentModel, train: Any, dev: Any = None, config: Trai
     config = config or TrainConfig()
     saved = {k: p.copy() for k, p in model.params.items()}
     rng = np.random.default_rng(config.seed)
-    optimizer = make_optimizer(config.optimizer, model.params, config.lr, config.momentum, config.weight_decay,
-                               config.nesterov, config.momentum_scales_lr)
+    optimizer = config_optimizer(model, config)
 
     def update(batch):
         try:

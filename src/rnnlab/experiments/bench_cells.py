@@ -299,10 +299,6 @@ class BenchPlan:
     trials: int = 0               # > 0: a random search over ``search_space`` with this many draws per cell
     search_space: dict[str, Any] = field(default_factory=dict)      # SEARCH_SPACE, with SIZE_SPACE under --search-size
 
-    @property
-    def size_searched(self) -> bool:
-        return "hidden" in self.search_space
-
     def key(self, task: BenchTask, cell: BenchCell) -> str:
         return RunSpec(cell.label, task.task, group=task.name).key
 
