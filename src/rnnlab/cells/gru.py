@@ -20,7 +20,8 @@ Backward, with dh the error arriving at h':
 Each equation set has its own step and adjoint, side by side, with no flag inside the math: ``gru_cudnn_step``
 and ``gru_cho_step`` (and their fused Numba loops), and Dey & Salem's ladder (gates reading h only, x only,
 or their bias only) composed from one gates part and one candidate part. ``GRU.equations`` maps the cell's
-options to its set once, when first used; ``check-cell`` checks each set's adjoint against its own forward.
+options to its set once, when first used; ``check-cell`` checks each set's adjoint against its own forward. The
+ladder runs on the GRU's fused loops, as the GRU with the blocks its gates do not read fixed (``gru_input``).
 """
 
 from __future__ import annotations
@@ -286,6 +287,46 @@ def gru_ladder_recurrent_grads(p, prev_h, steps, dhw, xp=np, *, gates, candidate
     return grads
 
 
+# -- a ladder cell as the GRU it restricts, for the GRU's fused kernels --------------------------------
+# Where the gates do not read h, their blocks of W_h are zero; where they do not read x, their blocks of the input
+# projection are their bias b_g (zero for GRU2). The GRU's equations with those blocks fixed are the ladder's, so
+# the GRU's adjoint, kept to the ladder's own blocks, is the ladder's adjoint. Gates that read neither x nor h pay
+# for a product with zero blocks; their cells are small next to what the NumPy loop costs per step.
+
+def gru_input(p, xw, gate_inputs):
+    """The GRU's input projection (T, B, 3H) for a ladder cell's ``xw``: b_g (or 0) in the gates' blocks where they do
+    not read x."""
+    if gate_inputs in ("xh", "x"):
+        return xw
+    H = xw.shape[-1]
+    full = np.empty(xw.shape[:-1] + (3 * H,), xw.dtype)
+    full[..., :2 * H] = p["b_g"] if "b_g" in p else 0.0
+    full[..., 2 * H:] = xw
+    return full
+
+
+def gru_weights(p, gate_inputs, H):
+    """The GRU's (W_h (H, 3H), b_h (3H,)) for a ladder cell: zero gate blocks of W_h where the gates do not read h,
+    a candidate-only recurrent bias in the candidate's block."""
+    W_h = p["W_h"]
+    if W_h.shape[-1] != 3 * H:
+        W_h = np.concatenate([np.zeros((H, 2 * H), W_h.dtype), W_h], axis=1)
+    b_h = np.zeros(3 * H, W_h.dtype)
+    if "b_h" in p:
+        b_h[-p["b_h"].shape[-1]:] = p["b_h"]
+    return W_h, b_h
+
+
+def ladder_deltas(dxw, dhw, gate_inputs, H):
+    """The ladder cell's (dxw, dhw) from the GRU's: the gates' blocks of dxw only where they read x, of dhw only where
+    W_h or b_g holds them (the ladder's recurrent_grads read b_g's gradient from dhw)."""
+    if gate_inputs == "xh":
+        return dxw, dhw
+    if gate_inputs == "x":
+        return dxw, dhw[..., 2 * H:]
+    return dxw[..., 2 * H:], dhw
+
+
 @register_cell("gru")
 class GRU(Cell):
     """GRU cell; see the module docstring for the equations of ``variant="cudnn"|"cho"``.
@@ -300,7 +341,8 @@ class GRU(Cell):
     candidate's block and the gates' bias is ``b_g`` (2*hidden,); ``"h-nobias"`` h alone (GRU2): no gate
     bias, a recurrent bias ``b_h`` is the candidate's (hidden,); ``"x"`` x only: W_h keeps only
     the candidate's block (hidden, hidden); ``"bias"`` neither (GRU3, a leaky integrator with
-    learned rates): r, z = σ(b_g), which needs ``bias=True``. Only ``"xh"`` has fused Numba kernels.
+    learned rates): r, z = σ(b_g), which needs ``bias=True``. Every gate reading runs on the GRU's fused Numba
+    kernels (``gru_input``, ``gru_weights``).
     """
 
     title = "GRU"
@@ -330,7 +372,7 @@ class GRU(Cell):
         return shapes
 
     def has_kernels(self) -> bool:
-        return self.gate_inputs == "xh"
+        return True
 
     @cached_property
     def equations(self) -> tuple[Callable, Callable, Callable]:
@@ -349,12 +391,11 @@ class GRU(Cell):
         return self.equations[1](p, dstate, cache, prev, xp)
 
     def fused_forward(self, p, xw, state0, mask):
+        xw, (W_h, b_h) = gru_input(p, xw, self.gate_inputs), gru_weights(p, self.gate_inputs, self.hidden_size)
         T, B, _ = xw.shape
         H, dt = self.hidden_size, self.dtype
         hs, n_steps, aux = (np.empty((T, B, H), dt) for _ in range(3))
         rz = np.empty((T, B, 2 * H), dt)
-        W_h = p["W_h"]
-        b_h = p["b_h"] if "b_h" in p else np.zeros(3 * H, dt)
         if self.variant == "cho":       # reads W_h in its two blocks
             gru_cho_forward_loop(xw, np.ascontiguousarray(W_h[:, :2 * H]), np.ascontiguousarray(W_h[:, 2 * H:]), b_h,
                                  state0[0], mask, hs, rz, n_steps, aux)
@@ -365,8 +406,11 @@ class GRU(Cell):
 
     def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
         """The Numba engine's backward loop of this form; fills dxw and dhw (they differ in the candidate's block
-        for cudnn)."""
-        H, W_h, steps = self.hidden_size, p["W_h"], cache.steps
+        for cudnn). A ladder cell runs the GRU's loop into buffers of the GRU's width and keeps its own blocks."""
+        H, steps = self.hidden_size, cache.steps
+        W_h, _ = gru_weights(p, self.gate_inputs, H)
+        if self.gate_inputs != "xh":
+            dxw, dhw = np.empty(dhs.shape[:2] + (3 * H,), self.dtype), np.empty(dhs.shape[:2] + (3 * H,), self.dtype)
         prev_h = np.ascontiguousarray(prev[0])
         if self.variant == "cho":
             W_hrzT, W_hnT = np.ascontiguousarray(W_h[:, :2 * H].T), np.ascontiguousarray(W_h[:, 2 * H:].T)
@@ -375,7 +419,7 @@ class GRU(Cell):
         else:
             dh0 = gru_cudnn_backward_loop(dhs, np.ascontiguousarray(W_h.T), prev_h, steps["rz"], steps["n"],
                                           steps["hw_n"], mask, back_steps, dxw, dhw, dh_out)
-        return dxw, dhw, (dh0,)
+        return (*ladder_deltas(dxw, dhw, self.gate_inputs, H), (dh0,))
 
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         return self.equations[2](p, prev_h, steps, dhw, xp)
