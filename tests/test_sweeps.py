@@ -24,7 +24,14 @@ from scipy import stats
 from helpers import TINY_SWEEP as TINY
 from rnnlab.cli import build_parser, main, settings_from_args
 from rnnlab.experiments.results import StudyResults
-from rnnlab.experiments.sweeps import load_sweep, parse_sweep, quick_version, run_sweep, write_trials_csv
+from rnnlab.experiments.sweeps import (
+    importance_inputs,
+    load_sweep,
+    parse_sweep,
+    quick_version,
+    run_sweep,
+    write_trials_csv,
+)
 from rnnlab.metrics import SECONDS, metric
 
 
@@ -502,3 +509,29 @@ def test_a_random_search_reports_what_each_setting_explains(monkeypatch):
     assert "Not computed: pip install 'rnnlab[importance]'" in page
     grid = parse_sweep('task = "adding"\nmetric = "dev_loss"\n[search]\nlr = [0.01, 0.1]\nclip = [1.0, 2.0]\n')
     assert sweep_results(grid, []).importance is None
+
+
+SCALES = parse_sweep('task = "adding"\nmetric = "dev_loss"\nmode = "min"\nsamples = 4\n[search]\n'
+                     'lr = { loguniform = [1e-3, 5e-3] }\n'
+                     'momentum = { one_minus_loguniform = [0.01, 1.0] }\ninput_noise = { uniform = [0.01, 1.0] }\n'
+                     'hidden = { logint = [8, 128] }\nclip = { int = [1, 100] }\n', "scales")
+
+
+def test_importance_reads_each_axis_on_the_scale_the_search_declares():
+    """Log scales come from the declared distributions, not from the values' spread: a log-uniform rate inside one
+    decade is log, a uniform noise spanning two is not; a momentum is read as its distance from 1."""
+    rows = [{"lr": 0.002, "momentum": 0.9, "input_noise": 0.5, "hidden": 20, "clip": 5, "model": "gru"}]
+    scaled, log = importance_inputs(SCALES.sampled, rows)
+    assert set(log) == {"lr", "momentum", "hidden"}
+    assert scaled == [{"lr": 0.002, "momentum": pytest.approx(0.1), "input_noise": 0.5, "hidden": 20, "clip": 5,
+                       "model": "gru"}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_every_draw_on_its_drawn_scale_lies_in_the_declared_range(seed):
+    rng = np.random.default_rng(seed)
+    for name, dist in SCALES.sampled.items():
+        low, high = dist.args
+        value = dist.on_drawn_scale(dist.draw(rng))
+        assert low * (1 - 1e-3) <= value <= high * (1 + 1e-3), name      # draws keep four significant digits

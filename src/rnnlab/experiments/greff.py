@@ -34,7 +34,7 @@ from scipy import stats
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
-from rnnlab.experiments.sweeps import Sweep, parse_sweep, run_sweep
+from rnnlab.experiments.sweeps import Sweep, importance_inputs, parse_sweep, run_sweep
 from rnnlab.files import read_json
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
@@ -263,14 +263,12 @@ IMPORTANCE_DRAWS = importance.DRAWS
 
 
 def _importance(table: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """fANOVA shares of the four hyperparameters for the test NLL, on the scales Greff used (log rate, log hidden
-    size, log(1 − momentum), noise)."""
+    """fANOVA shares of the four hyperparameters for the test NLL, on the scales Greff drew them (log rate, log
+    hidden size, log(1 − momentum), noise)."""
     if len(table) < MIN_IMPORTANCE or not importance.available():
         return None
-    params = [{"lr": t["lr"], "hidden": t["hidden"], "momentum": max(1.0 - t["momentum"], 1e-4),
-               "input_noise": t["input_noise"]} for t in table]
-    found = importance.importance(params, [t["test"] for t in table], draws=IMPORTANCE_DRAWS,
-                                  log=("lr", "hidden", "momentum"))
+    params, log = importance_inputs(greff_sweep().sampled, [{k: t[k] for k in SPACE} for t in table])
+    found = importance.importance(params, [t["test"] for t in table], draws=IMPORTANCE_DRAWS, log=log)
     return dataclasses.asdict(found)
 
 

@@ -94,6 +94,23 @@ class Distribution:
     def log(self) -> bool:
         return self.kind in ("loguniform", "logint")
 
+    def on_drawn_scale(self, value: Any) -> Any:
+        """The value as the draw made it: a one_minus_loguniform value as its distance from 1 (the number drawn
+        log-uniformly), any other as it is."""
+        return 1.0 - value if self.kind == "one_minus_loguniform" else value
+
+    @property
+    def drawn_log_uniformly(self) -> bool:
+        return self.kind in ("loguniform", "logint", "one_minus_loguniform")
+
+
+def importance_inputs(sampled: dict[str, Distribution],
+                      values: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """Each configuration's ``values`` on the scales its search drew them (``on_drawn_scale``), and the names read
+    on a log scale: those the search drew log-uniformly, as declared, not guessed from the spread of the values."""
+    scaled = [{k: sampled[k].on_drawn_scale(v) if k in sampled else v for k, v in row.items()} for row in values]
+    return scaled, tuple(k for k, d in sampled.items() if d.drawn_log_uniformly)
+
 
 def _round(value: float) -> float:
     """Four significant digits: readable settings, and the same number on every machine."""
@@ -663,7 +680,8 @@ def search_importance(sweep: Sweep, groups: list[dict]) -> dict[str, Any] | None
     configs = [c for g in groups for c in g["configs"] if "mean" in c and c["finished"] == c["seeds"]]
     if len(configs) < MIN_IMPORTANCE_CONFIGURATIONS:
         return None
-    found = importance.importance([c["values"] for c in configs], [c["mean"] for c in configs])
+    params, log = importance_inputs(sweep.sampled, [c["values"] for c in configs])
+    found = importance.importance(params, [c["mean"] for c in configs], log=log)
     return dataclasses.asdict(found)
 
 
