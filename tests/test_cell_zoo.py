@@ -151,19 +151,21 @@ def test_configurations_move_each_option_off_its_default_once():
 def test_auto_engine_uses_kernels_else_jax_else_numpy(monkeypatch):
     assert rnnlab.LSTM(2, 3, engine="auto").engine == "numba"
     assert rnnlab.LSTM(2, 3, ablate="nfg", peepholes=True, engine="auto").engine == "numba"     # Greff's variants too
-    cell = rnnlab.make_cell("ugrnn", 2, 3, engine="auto")
+    assert rnnlab.make_cell("ugrnn", 2, 3, engine="auto").engine == "numba"
+    cell = rnnlab.make_cell("antisymmetric", 2, 3, engine="auto")
     assert cell.engine == ("jax" if HAS_JAX else "numpy") and "no fused kernels" in cell.engine_reason
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jax" else real(name, *a))
-    cell = rnnlab.make_cell("ugrnn", 2, 3, engine="auto")
+    cell = rnnlab.make_cell("antisymmetric", 2, 3, engine="auto")
     assert cell.engine == "numpy" and "JAX is not installed" in cell.engine_reason
-    with pytest.raises(ValueError, match="UGRNN has no fused Numba kernels"):
-        rnnlab.make_cell("ugrnn", 2, 3, engine="numba")
+    with pytest.raises(ValueError, match="AntisymmetricRNN has no fused Numba kernels"):
+        rnnlab.make_cell("antisymmetric", 2, 3, engine="numba")
 
 
 def test_settings_resolve_auto_to_the_engine_used():
     assert default_settings("mean-sign")["engine"] == "numba"          # what every stored run recorded
-    assert default_settings("mean-sign", cell="janet")["engine"] in ("jax", "numpy")
+    assert default_settings("mean-sign", cell="janet")["engine"] == "numba"
+    assert default_settings("mean-sign", cell="antisymmetric")["engine"] in ("jax", "numpy")
 
 
 # -- settings and the command line ----------------------------------------------------------------
@@ -240,7 +242,7 @@ def test_fgr_is_greffs_full_gate_recurrence(seed, T, peepholes):
     assert cell.state_size == 5 and all(np.allclose(s[-1], gates[k]) for s, k in zip(cache.states[2:], "ifo"))
     with pytest.raises(ValueError, match="not with ablate='cifg'"):
         rnnlab.LSTM(2, H, ablate="cifg", gate_recurrence=True)
-    assert rnnlab.LSTM(2, H, gate_recurrence=True).engine == "numpy"        # no fused kernels: the reference loop
+    assert rnnlab.LSTM(2, H, gate_recurrence=True).engine == "numpy"        # built on the reference loop by default
 
 
 def _one_step(cell, x, h, c=None):

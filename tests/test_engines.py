@@ -96,7 +96,8 @@ KERNEL_CONFIGS = {f"lstm-{ablate}{'+peepholes' * peepholes}": ("lstm", {"ablate"
                   for ablate in ABLATIONS for peepholes in (False, True) if (ablate, peepholes) != ("none", False)}
 KERNEL_CONFIGS.update({"lstm-fgr": ("lstm", {"gate_recurrence": True}),
                        "lstm-fgr+peepholes": ("lstm", {"gate_recurrence": True, "peepholes": True}),
-                       "indrnn": ("indrnn", {}), "mingru": ("mingru", {})})
+                       "indrnn": ("indrnn", {}), "mingru": ("mingru", {}), "ugrnn": ("ugrnn", {}),
+                       "janet": ("janet", {}), "janet-chrono": ("janet", {"chrono": 50.0})})
 KERNEL_CONFIGS.update({f"gru-{variant}-{reads}-gates": ("gru", {"variant": variant, "gate_inputs": reads})
                        for variant in ("cudnn", "cho") for reads in ("h", "h-nobias", "x", "bias")})
 KINK_MARGIN = 5e-3      # finite differences move a pre-activation by ~1e-3 at most: farther than this from a kink

@@ -63,3 +63,17 @@ def pass_padding(dprev, carry, mask_t):
             if keep > 0.0:
                 for j in range(n):
                     dprev[s * B + r, j] += keep * carry[s, r, j]
+
+
+@kernel
+def through_the_gate(carry, gate_t, mask_t, dprev):
+    """dh_prev += dh ⊙ g for a state carried through a gate, h' = g ⊙ h + …, on a step that ran; all of dh on a
+    padded one. dprev (A·B, H), age-major rows; gate_t (B, H)."""
+    A, B, H = carry.shape
+    one = one_of(carry)
+    for s in range(A):
+        for i in range(B):
+            m = mask_t[i]
+            g, d, out = gate_t[i], carry[s, i], dprev[s * B + i]
+            for j in range(H):
+                out[j] += m * d[j] * g[j] + (one - m) * d[j]

@@ -28,7 +28,7 @@ from numba.np.numpy_support import as_dtype
 
 from rnnlab.compile import inline, kernel
 
-__all__ = ["inline", "kernel", "kernel_exp", "kernel_sigmoid", "kernel_tanh", "one_of", "zero_of"]
+__all__ = ["constant_in_dtype", "inline", "kernel", "kernel_exp", "kernel_sigmoid", "kernel_tanh", "one_of", "zero_of"]
 
 LOG2_E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01   # ln 2 split in two so that k·LN2_HI is exact for |k| < 2^11
@@ -48,7 +48,7 @@ def kernel_sigmoid(x):
     raise TypeError("kernel_sigmoid runs only inside Numba kernels")
 
 
-def _constant_of(value: float, name: str, why: str):
+def constant_in_dtype(value: float, name: str, why: str):
     """A kernel helper returning ``value`` in the dtype of the array it is given."""
     def constant_of(array):
         raise TypeError(f"{name} runs only inside Numba kernels")
@@ -63,8 +63,8 @@ def _constant_of(value: float, name: str, why: str):
     return constant_of
 
 
-one_of = _constant_of(1.0, "one_of", "``1.0 - x`` on a float32 x would be float64.")
-zero_of = _constant_of(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is float64 under Numba 0.59.")
+one_of = constant_in_dtype(1.0, "one_of", "``1.0 - x`` on a float32 x would be float64.")
+zero_of = constant_in_dtype(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is float64 under Numba 0.59.")
 
 
 @intrinsic
