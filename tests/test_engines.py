@@ -97,7 +97,9 @@ KERNEL_CONFIGS = {f"lstm-{ablate}{'+peepholes' * peepholes}": ("lstm", {"ablate"
 KERNEL_CONFIGS.update({"lstm-fgr": ("lstm", {"gate_recurrence": True}),
                        "lstm-fgr+peepholes": ("lstm", {"gate_recurrence": True, "peepholes": True}),
                        "indrnn": ("indrnn", {}), "mingru": ("mingru", {}), "ugrnn": ("ugrnn", {}),
-                       "janet": ("janet", {}), "janet-chrono": ("janet", {"chrono": 50.0})})
+                       "janet": ("janet", {}), "janet-chrono": ("janet", {"chrono": 50.0}),
+                       "antisymmetric": ("antisymmetric", {"euler_step": 0.5, "diffusion": 0.1}),
+                       "gated-antisymmetric": ("gated-antisymmetric", {"euler_step": 0.5, "diffusion": 0.1})})
 KERNEL_CONFIGS.update({f"gru-{variant}-{reads}-gates": ("gru", {"variant": variant, "gate_inputs": reads})
                        for variant in ("cudnn", "cho") for reads in ("h", "h-nobias", "x", "bias")})
 KINK_MARGIN = 5e-3      # finite differences move a pre-activation by ~1e-3 at most: farther than this from a kink

@@ -10,13 +10,18 @@ the ODE dh/dt = tanh(h M + x V + b) neither explodes nor vanishes for small ε.
     plain:  da = ε dh ⊙ (1 − u²);                       dh_prev = dh + da Mᵀ
     gated:  dz_pre = ε dh ⊙ u ⊙ z(1 − z);  du_pre = ε dh ⊙ z ⊙ (1 − u²);  dh_prev = dh + (dz_pre + du_pre) Mᵀ
     dM = Σ h_prevᵀ (dz_pre + du_pre);  dW_h = dM − dMᵀ
+
+The Numba engine runs the fused loops below, one pair per form, with M built once per call.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.kernel_blas import kernel_matmul
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
 
@@ -84,6 +89,34 @@ class AntisymmetricRNN(Cell):
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return antisymmetric_step_backward(p, dstate, cache, prev, self.euler_step, self.diffusion, self.gated, xp)
 
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, _ = xw.shape
+        H, dt = self.hidden_size, self.dtype
+        if "b_h" in p:
+            xw = xw + (np.concatenate([p["b_h"], p["b_h"]]) if self.gated else p["b_h"])
+        M = np.ascontiguousarray(antisymmetric_matrix(p["W_h"], self.diffusion))
+        eps = np.dtype(dt).type(self.euler_step)
+        hs, u_steps = np.empty((T, B, H), dt), np.empty((T, B, H), dt)
+        if not self.gated:
+            antisymmetric_forward_loop(xw, M, eps, state0[0], mask, hs, u_steps)
+            return (hs,), {"u": u_steps}
+        z_steps = np.empty((T, B, H), dt)
+        gated_antisymmetric_forward_loop(xw, M, eps, state0[0], mask, hs, z_steps, u_steps)
+        return (hs,), {"z": z_steps, "u": u_steps}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop of this form; the gated form's dhw (T, B, H) is its own (dxw has both
+        blocks)."""
+        M_T = np.ascontiguousarray(antisymmetric_matrix(p["W_h"], self.diffusion).T)
+        eps, steps = np.dtype(self.dtype).type(self.euler_step), cache.steps
+        if not self.gated:
+            dh0 = antisymmetric_backward_loop(dhs, M_T, eps, steps["u"], mask, back_steps, dxw, dh_out)
+            return dxw, dxw, (dh0,)
+        dhw = np.empty(dhs.shape, self.dtype)
+        dh0 = gated_antisymmetric_backward_loop(dhs, M_T, eps, steps["z"], steps["u"], mask, back_steps, dxw, dhw,
+                                                dh_out)
+        return dxw, dhw, (dh0,)
+
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         dM = prev_h.T @ dhw
         grads = {"W_h": dM - dM.T}
@@ -99,3 +132,94 @@ class GatedAntisymmetricRNN(AntisymmetricRNN):
 
     title = "gated antisymmetric"
     gated = True
+
+
+# -- the fused time loops of the Numba engine (rnnlab.engines.numba): the state always carries its whole delta back
+# (h' = h + ε …), so a padded step needs no branch: its deltas are zero -----------------------------------------
+
+@kernel
+def antisymmetric_forward_loop(xw, M, eps, h0, mask, hs, u_steps):
+    """u = tanh(h M + xw);  h' = h + ε u, a padded step keeping h."""
+    T, B, H = hs.shape
+    h, hm = h0.copy(), np.empty((B, H), hs.dtype)
+    for t in range(T):
+        kernel_matmul(h, M, hm)
+        for i in range(B):
+            for j in range(H):
+                u_steps[t, i, j] = kernel_tanh(hm[i, j] + xw[t, i, j])
+            if mask[t, i] > 0.0:
+                for j in range(H):
+                    h[i, j] += eps * u_steps[t, i, j]
+        hs[t] = h
+
+
+@kernel
+def gated_antisymmetric_forward_loop(xw, M, eps, h0, mask, hs, z_steps, u_steps):
+    """z = σ(h M + xw_z);  u = tanh(h M + xw_u);  h' = h + ε z ⊙ u, a padded step keeping h."""
+    T, B, H = hs.shape
+    h, hm = h0.copy(), np.empty((B, H), hs.dtype)
+    for t in range(T):
+        kernel_matmul(h, M, hm)
+        for i in range(B):
+            for j in range(H):
+                z_steps[t, i, j] = kernel_sigmoid(hm[i, j] + xw[t, i, j])
+            for j in range(H):
+                u_steps[t, i, j] = kernel_tanh(hm[i, j] + xw[t, i, H + j])
+            if mask[t, i] > 0.0:
+                for j in range(H):
+                    h[i, j] += eps * z_steps[t, i, j] * u_steps[t, i, j]
+        hs[t] = h
+
+
+@kernel
+def antisymmetric_backward_loop(dhs, M_T, eps, u_steps, mask, back_steps, da_sum, dh_out):
+    """da = ε dh ⊙ (1 − u²);  dh_prev = dh + da Mᵀ, for every age at once. Returns dh0; da_sum receives da."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    da = np.empty((A * B, H), dhs.dtype)
+    dprev = np.empty((A * B, H), dhs.dtype)
+    one = one_of(dhs)
+    for t in range(T - 1, -1, -1):
+        inject(carry, dhs[t], dh_out[t])
+        for s in range(A):
+            for i in range(B):
+                scale, u, d, out = eps * mask[t, i], u_steps[t, i], carry[s, i], da[s * B + i]
+                for j in range(H):
+                    out[j] = scale * d[j] * (one - u[j] * u[j])
+        sum_ages(da, B, da_sum[t])
+        kernel_matmul(da, M_T, dprev)
+        dprev += carry.reshape(A * B, H)
+        step_back(carry, dprev.reshape(A, B, H), back_steps)
+    return initial_state_delta(carry, back_steps)
+
+
+@kernel
+def gated_antisymmetric_backward_loop(dhs, M_T, eps, z_steps, u_steps, mask, back_steps, dxw, dhw, dh_out):
+    """dz_pre = ε dh ⊙ u ⊙ z(1 − z);  du_pre = ε dh ⊙ z ⊙ (1 − u²);  dh_prev = dh + (dz_pre + du_pre) Mᵀ, for every
+    age at once. Returns dh0; dxw receives [dz_pre, du_pre], dhw their sum."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    dpre = np.empty((A * B, 2 * H), dhs.dtype)
+    dsum = np.empty((A * B, H), dhs.dtype)
+    dprev = np.empty((A * B, H), dhs.dtype)
+    one = one_of(dhs)
+    for t in range(T - 1, -1, -1):
+        inject(carry, dhs[t], dh_out[t])
+        for s in range(A):
+            for i in range(B):
+                scale, z, u, d = eps * mask[t, i], z_steps[t, i], u_steps[t, i], carry[s, i]
+                out, total = dpre[s * B + i], dsum[s * B + i]
+                for j in range(H):
+                    out[j] = scale * d[j] * u[j] * z[j] * (one - z[j])
+                for j in range(H):
+                    out[H + j] = scale * d[j] * z[j] * (one - u[j] * u[j])
+                for j in range(H):
+                    total[j] = out[j] + out[H + j]
+        sum_ages(dpre, B, dxw[t])
+        sum_ages(dsum, B, dhw[t])
+        kernel_matmul(dsum, M_T, dprev)
+        dprev += carry.reshape(A * B, H)
+        step_back(carry, dprev.reshape(A, B, H), back_steps)
+    return initial_state_delta(carry, back_steps)
