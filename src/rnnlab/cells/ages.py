@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import one_of
 from rnnlab.compile import kernel
 
@@ -13,6 +14,16 @@ from rnnlab.compile import kernel
 @kernel
 def new_carry(back_steps, B, H, dtype_like):
     return np.zeros((1 if back_steps < 0 else back_steps + 1, B, H), dtype_like.dtype)
+
+
+@kernel
+def backward_buffers(dhs, back_steps, width):
+    """What a backward loop with one recurrent product carries: the deltas of every age (A, B, H), the
+    pre-activation deltas of every age (A·B, width), and what reaches the previous state (A·B, H)."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    return carry, np.empty((A * B, width), dhs.dtype), np.empty((A * B, H), dhs.dtype)
 
 
 @kernel
@@ -77,3 +88,14 @@ def through_the_gate(carry, gate_t, mask_t, dprev):
             g, d, out = gate_t[i], carry[s, i], dprev[s * B + i]
             for j in range(H):
                 out[j] += m * d[j] * g[j] + (one - m) * d[j]
+
+
+@kernel
+def gated_step_back(carry, da, W_hT, gate_t, mask_t, dprev, da_sum_t, back_steps):
+    """The end of a backward step of h' = g ⊙ h + … whose blocks all read h: da's ages summed into da_sum_t,
+    dh_prev = da W_hᵀ + dh ⊙ g (``through_the_gate``), and every age moved one step back."""
+    A, B, H = carry.shape
+    sum_ages(da, B, da_sum_t)
+    kernel_matmul(da, W_hT, dprev)
+    through_the_gate(carry, gate_t, mask_t, dprev)
+    step_back(carry, dprev.reshape(A, B, H), back_steps)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
+from rnnlab.cells.ages import backward_buffers, initial_state_delta, inject, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
@@ -145,11 +145,11 @@ def antisymmetric_forward_loop(xw, M, eps, h0, mask, hs, u_steps):
     for t in range(T):
         kernel_matmul(h, M, hm)
         for i in range(B):
+            step = eps * mask[t, i]
             for j in range(H):
-                u_steps[t, i, j] = kernel_tanh(hm[i, j] + xw[t, i, j])
-            if mask[t, i] > 0.0:
-                for j in range(H):
-                    h[i, j] += eps * u_steps[t, i, j]
+                u = kernel_tanh(hm[i, j] + xw[t, i, j])
+                u_steps[t, i, j] = u
+                h[i, j] += step * u
         hs[t] = h
 
 
@@ -175,11 +175,8 @@ def gated_antisymmetric_forward_loop(xw, M, eps, h0, mask, hs, z_steps, u_steps)
 def antisymmetric_backward_loop(dhs, M_T, eps, u_steps, mask, back_steps, da_sum, dh_out):
     """da = ε dh ⊙ (1 − u²);  dh_prev = dh + da Mᵀ, for every age at once. Returns dh0; da_sum receives da."""
     T, B, H = dhs.shape
-    carry = new_carry(back_steps, B, H, dhs)
-    A = carry.shape[0]
-    da = np.empty((A * B, H), dhs.dtype)
-    dprev = np.empty((A * B, H), dhs.dtype)
-    one = one_of(dhs)
+    carry, da, dprev = backward_buffers(dhs, back_steps, H)
+    A, one = carry.shape[0], one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry, dhs[t], dh_out[t])
         for s in range(A):
@@ -199,12 +196,9 @@ def gated_antisymmetric_backward_loop(dhs, M_T, eps, z_steps, u_steps, mask, bac
     """dz_pre = ε dh ⊙ u ⊙ z(1 − z);  du_pre = ε dh ⊙ z ⊙ (1 − u²);  dh_prev = dh + (dz_pre + du_pre) Mᵀ, for every
     age at once. Returns dh0; dxw receives [dz_pre, du_pre], dhw their sum."""
     T, B, H = dhs.shape
-    carry = new_carry(back_steps, B, H, dhs)
-    A = carry.shape[0]
-    dpre = np.empty((A * B, 2 * H), dhs.dtype)
+    carry, dpre, dprev = backward_buffers(dhs, back_steps, 2 * H)
+    A, one = carry.shape[0], one_of(dhs)
     dsum = np.empty((A * B, H), dhs.dtype)
-    dprev = np.empty((A * B, H), dhs.dtype)
-    one = one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry, dhs[t], dh_out[t])
         for s in range(A):

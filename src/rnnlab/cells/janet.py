@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages, through_the_gate
+from rnnlab.cells.ages import backward_buffers, gated_step_back, initial_state_delta, inject
 from rnnlab.cells.base import Cell, Option, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import constant_in_dtype, kernel, kernel_sigmoid, kernel_tanh, one_of
@@ -122,11 +122,8 @@ def janet_backward_loop(dhs, W_hT, prev_h, f_steps, f2_steps, n_steps, mask, bac
     W_hᵀ, for every age at once, padded steps passing their deltas through. Returns dh0; da_sum receives the
     deltas."""
     T, B, H = dhs.shape
-    carry = new_carry(back_steps, B, H, dhs)
-    A = carry.shape[0]
-    da = np.empty((A * B, 2 * H), dhs.dtype)
-    dprev = np.empty((A * B, H), dhs.dtype)
-    one = one_of(dhs)
+    carry, da, dprev = backward_buffers(dhs, back_steps, 2 * H)
+    A, one = carry.shape[0], one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry, dhs[t], dh_out[t])
         for s in range(A):
@@ -138,8 +135,5 @@ def janet_backward_loop(dhs, W_hT, prev_h, f_steps, f2_steps, n_steps, mask, bac
                     out[j] = m * d[j] * (h[j] * f[j] * (one - f[j]) - n[j] * f2[j] * (one - f2[j]))
                 for j in range(H):
                     out[H + j] = m * d[j] * (one - f2[j]) * (one - n[j] * n[j])
-        sum_ages(da, B, da_sum[t])
-        kernel_matmul(da, W_hT, dprev)
-        through_the_gate(carry, f_steps[t], mask[t], dprev)
-        step_back(carry, dprev.reshape(A, B, H), back_steps)
+        gated_step_back(carry, da, W_hT, f_steps[t], mask[t], dprev, da_sum[t], back_steps)
     return initial_state_delta(carry, back_steps)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages, through_the_gate
+from rnnlab.cells.ages import backward_buffers, gated_step_back, initial_state_delta, inject
 from rnnlab.cells.base import Cell, recurrent_preactivation
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import constant_in_dtype, kernel, kernel_sigmoid, kernel_tanh, one_of
@@ -102,11 +102,8 @@ def ugrnn_backward_loop(dhs, W_hT, prev_h, c_steps, g_steps, mask, back_steps, d
     """dc_pre = dh ⊙ (1 − g)(1 − c²);  dg_pre = dh ⊙ (h − c) g(1 − g);  dh_prev = dh ⊙ g + [dc_pre, dg_pre] W_hᵀ,
     for every age at once, padded steps passing their deltas through. Returns dh0; da_sum receives the deltas."""
     T, B, H = dhs.shape
-    carry = new_carry(back_steps, B, H, dhs)
-    A = carry.shape[0]
-    da = np.empty((A * B, 2 * H), dhs.dtype)
-    dprev = np.empty((A * B, H), dhs.dtype)
-    one = one_of(dhs)
+    carry, da, dprev = backward_buffers(dhs, back_steps, 2 * H)
+    A, one = carry.shape[0], one_of(dhs)
     for t in range(T - 1, -1, -1):
         inject(carry, dhs[t], dh_out[t])
         for s in range(A):
@@ -117,8 +114,5 @@ def ugrnn_backward_loop(dhs, W_hT, prev_h, c_steps, g_steps, mask, back_steps, d
                     out[j] = m * d[j] * (one - g[j]) * (one - c[j] * c[j])
                 for j in range(H):
                     out[H + j] = m * d[j] * (h[j] - c[j]) * g[j] * (one - g[j])
-        sum_ages(da, B, da_sum[t])
-        kernel_matmul(da, W_hT, dprev)
-        through_the_gate(carry, g_steps[t], mask[t], dprev)
-        step_back(carry, dprev.reshape(A, B, H), back_steps)
+        gated_step_back(carry, da, W_hT, g_steps[t], mask[t], dprev, da_sum[t], back_steps)
     return initial_state_delta(carry, back_steps)
