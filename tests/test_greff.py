@@ -92,7 +92,8 @@ def test_the_learning_rate_finding_reads_the_importance(monkeypatch):
     judged = greff.judge(_records({}))
     shares = judged["importance"]["V"]
     assert shares["shares"]["lr"] > 0.9 and shares["configurations"] == TRIALS
-    assert judged["findings"][2]["word"] == "holds"
+    assert judged["findings"][2]["word"] == "holds" and set(judged["findings"][2]["words"]) == set(shares["shares"]) | {
+        "interactions"}
 
 
 def test_judging_again_from_the_published_numbers_gives_the_same_results(no_importance):

@@ -303,4 +303,5 @@ def _rate_finding(shares: dict[str, Any] | None) -> dict[str, Any]:
     else:
         word = "undecided"
     return {"finding": "learning rate", "claim": claim, "word": word,
-            "words": {k: f"{v:.2f}" for k, v in shares["shares"].items()}}
+            "words": {**{k: f"{v:.2f}" for k, v in shares["shares"].items()},
+                      "interactions": f"{shares['interactions']:.2f}"}}

@@ -9,6 +9,13 @@ holds 95% of ``draws`` refits, each on a random 80% of the configurations (drawn
 sample's repeated configurations bias a forest, and its percentile interval then misses the full fit) and a forest
 of its own seed. That range is the shares' stability under refitting, not a confidence interval for the true
 shares. The score of a configuration is its mean over the search's seeds.
+
+A log-scaled hyperparameter reaches the forest as its log10, on the linear range of the logs. Optuna's fANOVA reads
+every distribution on a linear scale, ``log=True`` included (its evaluator builds the search space with
+``transform_log=False``; Optuna 5.0): handed a learning rate log-uniform in [1e−6, 1e−2] as it is, it integrates over
+a range whose top decade is 90% of its length, and on Greff's JSB arm (V, 50 trials) it gave the rate 0.13 of the
+variance and the input noise 0.79, while log10 of the rate alone predicts 90% of the test NLL (a forest's
+out-of-bag R²) and the noise alone nothing; read as log10, the rate takes 0.95.
 """
 
 from __future__ import annotations
@@ -59,6 +66,17 @@ def _distribution(values: list[Any], log: bool | None = None):
     return CategoricalDistribution(choices) if len(choices) > 1 else None
 
 
+def _logs_as_linear(params: list[dict[str, Any]], distributions: dict) -> tuple[list[dict[str, Any]], dict]:
+    """Each log-scaled hyperparameter as its log10 over the linear range of the logs, which is the scale fANOVA
+    then integrates over (see the module's docstring)."""
+    from optuna.distributions import FloatDistribution
+
+    logged = {k: d for k, d in distributions.items() if getattr(d, "log", False)}
+    params = [{**p, **{k: math.log10(p[k]) for k in logged if k in p}} for p in params]
+    return params, {**distributions, **{k: FloatDistribution(math.log10(d.low), math.log10(d.high))
+                                        for k, d in logged.items()}}
+
+
 def _shares(params: list[dict[str, Any]], scores: np.ndarray, distributions: dict, seed: int) -> dict[str, float]:
     import optuna
 
@@ -91,6 +109,7 @@ def importance(params: list[dict[str, Any]], scores: list[float], *, draws: int 
     if len(params) < 4 or not distributions:
         raise ValueError(f"hyperparameter importance: needs ≥ 4 finished configurations and a hyperparameter that "
                          f"varies, got {len(params)} and {sorted(distributions) or 'none'}")
+    params, distributions = _logs_as_linear(params, distributions)
     point = _shares(params, values, distributions, seed)
     rng = np.random.default_rng(seed)
     refits = []
