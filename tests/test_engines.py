@@ -276,12 +276,17 @@ FUSED_LOOPS = {
     "rnn": ([{}], ("rnn_forward_loop", "rnn_backward_loop"), ()),
     "gru": ([{"variant": "cudnn"}, {"variant": "cho"}],
             ("gru_cudnn_forward_loop", "gru_cudnn_backward_loop", "gru_cho_forward_loop", "gru_cho_backward_loop"),
-            ("_gates_pass", "_candidate_and_update_pass", "_update_and_candidate_deltas", "_through_the_update")),
+            ("_gates_pass", "_candidate_and_update_pass", "_update_and_candidate_deltas", "through_the_gate")),
     "lstm": ([{}], ("lstm_forward_loop", "lstm_backward_loop"), ()),
+    "ugrnn": ([{}], ("ugrnn_forward_loop", "ugrnn_backward_loop"), ("gated_step_back",)),
+    "janet": ([{}], ("janet_forward_loop", "janet_backward_loop"), ("gated_step_back",)),
+    "antisymmetric": ([{}, {"cell": "gated-antisymmetric"}],
+                      ("antisymmetric_forward_loop", "antisymmetric_backward_loop", "gated_antisymmetric_forward_loop",
+                       "gated_antisymmetric_backward_loop"), ()),
 }
 
 
-@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("kind", list(FUSED_LOOPS))
 def test_float32_kernels_never_widen_to_float64(kind, monkeypatch):
     """A float literal or an integer from math.floor in a kernel is float64 and turns a float32 loop
     into float64 (half the vector width): the compiled float32 loops hold no float→double conversion."""
@@ -290,8 +295,9 @@ def test_float32_kernels_never_widen_to_float64(kind, monkeypatch):
     options, names, shared = FUSED_LOOPS[kind]
     for name in (*shared, *names):   # uncached twins: code loaded from the disk cache cannot be inspected
         monkeypatch.setattr(module, name, njit(**KERNEL_OPTIONS)(getattr(module, name).py_func))
-    for option in options:
-        cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=np.float32, engine="numba", **option)
+    for option in options:       # "cell": a cell of the module other than the one it is named after
+        option = dict(option)
+        cell = rnnlab.make_cell(option.pop("cell", kind), 3, 8, seed=0, dtype=np.float32, engine="numba", **option)
         hs, cache = cell.forward(np.ones((4, 2, 3), np.float32))
         cell.backward(np.ones_like(hs), cache, back_steps=2)
     for name in shared:

@@ -16,7 +16,7 @@ def test_one_hyperparameter_explains_everything_and_the_others_nothing():
     params = [{"lr": float(10 ** rng.uniform(-4, 0)), "hidden": int(rng.integers(8, 65)),
                "optimizer": str(rng.choice(["adam", "sgd"]))} for _ in range(150)]
     scores = [(np.log10(p["lr"]) + 2) ** 2 for p in params]
-    found = importance(params, scores, draws=3)
+    found = importance(params, scores, draws=3, log=("lr",))
     assert found.shares["lr"] > 0.95 and found.shares["hidden"] < 0.02 and found.shares["optimizer"] < 0.02
     assert found.interactions < 0.05 and found.configurations == 150 and found.draws == 3
     assert all(low <= high for low, high in found.intervals.values())
@@ -39,6 +39,8 @@ def test_too_few_configurations_or_nothing_varied_is_refused():
         importance([{"lr": 0.1}, {"lr": 0.2}, {"lr": float("nan")}], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="a hyperparameter that varies"):
         importance([{"lr": 0.1}] * 5, [1.0, 2.0, 3.0, 4.0, 5.0])
+    with pytest.raises(ValueError, match="lr is read on a log scale but one configuration has lr = 0.0"):
+        importance([{"lr": 0.1}, {"lr": 0.0}, {"lr": 0.2}, {"lr": 0.3}], [1.0, 2.0, 3.0, 4.0], log=("lr",))
 
 
 def test_a_stated_log_scale_and_settings_only_some_configurations_have():

@@ -81,9 +81,14 @@ class AntisymmetricRNN(Cell):
             shapes["b_h"] = (H,)
         return shapes
 
+    def _with_recurrent_bias(self, p, xw, xp=np):
+        """xw + b_h, the recurrent bias added to each block (both share M, so both read it)."""
+        if "b_h" not in p:
+            return xw
+        return xw + (xp.concatenate([p["b_h"], p["b_h"]]) if self.gated else p["b_h"])
+
     def step(self, p, xw, state, xp=np):
-        if "b_h" in p:
-            xw = xw + (xp.concatenate([p["b_h"], p["b_h"]]) if self.gated else p["b_h"])
+        xw = self._with_recurrent_bias(p, xw, xp)
         return antisymmetric_step(p, xw, state, self.euler_step, self.diffusion, self.gated, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
@@ -92,8 +97,7 @@ class AntisymmetricRNN(Cell):
     def fused_forward(self, p, xw, state0, mask):
         T, B, _ = xw.shape
         H, dt = self.hidden_size, self.dtype
-        if "b_h" in p:
-            xw = xw + (np.concatenate([p["b_h"], p["b_h"]]) if self.gated else p["b_h"])
+        xw = self._with_recurrent_bias(p, xw)
         M = np.ascontiguousarray(antisymmetric_matrix(p["W_h"], self.diffusion))
         eps = np.dtype(dt).type(self.euler_step)
         hs, u_steps = np.empty((T, B, H), dt), np.empty((T, B, H), dt)

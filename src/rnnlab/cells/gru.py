@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages, through_the_gate
 from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
@@ -512,19 +512,6 @@ def _update_and_candidate_deltas(carry, rz_t, n_t, prev_h_t, mask_t, dpre):
 
 
 @kernel
-def _through_the_update(carry, rz_t, mask_t, dprev):
-    """dh_prev += dh ⊙ z on a step that ran, all of dh on a masked one (its state passed through)."""
-    A, B, H = carry.shape
-    one = one_of(carry)
-    for s in range(A):
-        for i in range(B):
-            m = mask_t[i]
-            z, d, out = rz_t[i, H:], carry[s, i], dprev[s * B + i]
-            for j in range(H):
-                out[j] += m * d[j] * z[j] + (one - m) * d[j]
-
-
-@kernel
 def gru_cudnn_backward_loop(dhs, W_hT, prev_h, rz_steps, n_steps, hw_n_steps, mask, back_steps, dxw, dhw, dh_out):
     """gru_cudnn_step_backward over T steps, for every age at once: dr_pre = dn_pre ⊙ hw_n ⊙ r(1 − r);
     dh_prev = dh ⊙ z + [dr, dz, dn ⊙ r] W_hᵀ. Masked steps pass their delta through. Returns dh0."""
@@ -552,7 +539,7 @@ def gru_cudnn_backward_loop(dhs, W_hT, prev_h, rz_steps, n_steps, hw_n_steps, ma
         kernel_matmul(dhw_ages, W_hT, dprev)
         sum_ages(dpre, B, dxw[t])
         sum_ages(dhw_ages, B, dhw[t])
-        _through_the_update(carry, rz_steps[t], mask[t], dprev)
+        through_the_gate(carry, rz_steps[t, :, H:], mask[t], dprev)
         step_back(carry, dprev.reshape(A, B, H), back_steps)
     return initial_state_delta(carry, back_steps)
 
@@ -580,7 +567,7 @@ def gru_cho_backward_loop(dhs, W_hrzT, W_hnT, prev_h, rz_steps, n_steps, mask, b
         kernel_matmul(np.ascontiguousarray(dpre[:, :2 * H]), W_hrzT, dprev)
         sum_ages(dpre, B, dxw[t])
         sum_ages(dpre, B, dhw[t])
-        _through_the_update(carry, rz_steps[t], mask[t], dprev)
+        through_the_gate(carry, rz_steps[t, :, H:], mask[t], dprev)
         for s in range(A):
             for i in range(B):
                 r, dr, out = rz_steps[t, i, :H], drh[s * B + i], dprev[s * B + i]

@@ -49,32 +49,30 @@ class Importance:
     draws: int
 
 
-def _distribution(values: list[Any], log: bool | None = None):
-    """An Optuna distribution covering the values tried: log-scaled when ``log``, or (None) when the numbers span
-    more than a decade."""
+def _distribution(values: list[Any]):
+    """An Optuna distribution covering the values tried, on a linear scale (log-scaled ones arrive as their log10)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         low, high = min(values), max(values)
         if low == high:
             return None
-        log = low > 0 and (high / low > 10 if log is None else log)
         if all(isinstance(v, int) for v in values):
-            return IntDistribution(int(low), int(high), log=log)
-        return FloatDistribution(float(low), float(high), log=log)
+            return IntDistribution(int(low), int(high))
+        return FloatDistribution(float(low), float(high))
     choices = tuple(dict.fromkeys(map(str, values)))
     return CategoricalDistribution(choices) if len(choices) > 1 else None
 
 
-def _logs_as_linear(params: list[dict[str, Any]], distributions: dict) -> tuple[list[dict[str, Any]], dict]:
-    """Each log-scaled hyperparameter as its log10 over the linear range of the logs, which is the scale fANOVA
-    then integrates over (see the module's docstring)."""
-    from optuna.distributions import FloatDistribution
-
-    logged = {k: d for k, d in distributions.items() if getattr(d, "log", False)}
-    params = [{**p, **{k: math.log10(p[k]) for k in logged if k in p}} for p in params]
-    return params, {**distributions, **{k: FloatDistribution(math.log10(d.low), math.log10(d.high))
-                                        for k, d in logged.items()}}
+def _as_log10(params: list[dict[str, Any]], log: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each hyperparameter named in ``log`` as its log10, the scale fANOVA then integrates over (see the module's
+    docstring); a value that has no logarithm is refused by name."""
+    for p in params:
+        for k in log:
+            if k in p and not (isinstance(p[k], (int, float)) and not isinstance(p[k], bool) and p[k] > 0):
+                raise ValueError(f"hyperparameter importance: {k} is read on a log scale but one configuration has "
+                                 f"{k} = {p[k]!r}")
+    return [{**p, **{k: math.log10(p[k]) for k in log if k in p}} for p in params]
 
 
 def _shares(params: list[dict[str, Any]], scores: np.ndarray, distributions: dict, seed: int) -> dict[str, float]:
@@ -93,23 +91,21 @@ def _shares(params: list[dict[str, Any]], scores: np.ndarray, distributions: dic
 
 
 def importance(params: list[dict[str, Any]], scores: list[float], *, draws: int = DRAWS, level: float = LEVEL,
-               seed: int = 0, log: tuple[str, ...] | None = None) -> Importance:
+               seed: int = 0, log: tuple[str, ...] = ()) -> Importance:
     """The fANOVA shares of the hyperparameters in ``params`` (one dict per configuration) for ``scores`` (one
     per configuration; non-finite ones left out), with their range over ``draws`` refits on subsets. ``log``:
-    the hyperparameters read on a log scale (None: those whose values span more than a decade)."""
+    the hyperparameters read on a log scale, as their search drew them (``sweeps.importance_inputs``)."""
     if not available():
         raise ValueError(f"hyperparameter importance needs Optuna's fANOVA: {EXTRA}")
     keep = [i for i, s in enumerate(scores) if math.isfinite(s)]
-    params, values = [params[i] for i in keep], np.asarray([scores[i] for i in keep], dtype=np.float64)
+    params, values = _as_log10([params[i] for i in keep], log), np.asarray([scores[i] for i in keep], np.float64)
     names = sorted({k for p in params for k in p})
     partial = {k for k in names if any(k not in p for p in params)}   # set by some configurations only
     params = [{**p, **{k: str(p.get(k, "unset")) for k in partial}} for p in params]
-    distributions = {k: d for k in names if (d := _distribution([p[k] for p in params if k in p],
-                                                                None if log is None else k in log)) is not None}
+    distributions = {k: d for k in names if (d := _distribution([p[k] for p in params if k in p])) is not None}
     if len(params) < 4 or not distributions:
         raise ValueError(f"hyperparameter importance: needs ≥ 4 finished configurations and a hyperparameter that "
                          f"varies, got {len(params)} and {sorted(distributions) or 'none'}")
-    params, distributions = _logs_as_linear(params, distributions)
     point = _shares(params, values, distributions, seed)
     rng = np.random.default_rng(seed)
     refits = []
