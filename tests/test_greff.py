@@ -126,6 +126,11 @@ def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys):
     assert all(v["trained"] == 3 for v in results.variants.values())
     assert main(["greff", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
     assert "0 to train" in capsys.readouterr().err
+    checked = greff.run_greff(tmp_path, quick=True, workers=1, progress=False, check=["NIG"])   # stored: 2 to train
+    pairs = checked.matched["NIG"]["pairs"]
+    assert [p["best_of"] for p in pairs] == ["V", "NIG"] and all(p["variant"] and p["vanilla"] for p in pairs)
+    assert pairs[0]["vanilla"] == checked.variants["V"]["trials"][0]["test"]
+    assert len(list((tmp_path / greff.MATCHED / "nig" / "trials").iterdir())) == 2
 
 
 def test_the_published_arm_is_its_stored_results_rendered_byte_for_byte(tmp_path, no_importance):
@@ -193,3 +198,89 @@ def test_the_published_arm_is_its_stored_trials_judged_and_rendered(no_importanc
     again = greff.judge_again(stored)
     assert json.loads(json.dumps(again.comparisons, default=float)) == json.loads(json.dumps(stored.comparisons,
                                                                                              default=float))
+
+
+def _bowl(draw: dict) -> float:
+    return 8.5 + 0.5 * (math.log10(draw["lr"]) + 2) ** 2
+
+
+def _unlucky_records(cell_shift: float) -> list[dict]:
+    """The arm's records where NIG's own draws all fall at rates of 1e−6 to 1e−4 (the others span the range), NIG
+    ``cell_shift`` worse at every draw; NFG, NOAF and FGR worse than V, as the paper found."""
+    records = _records({"NIG": cell_shift, "NFG": 0.5, "NOAF": 0.8, "FGR": 0.5})
+    rng = np.random.default_rng(7)
+    for r in records:
+        if greff.variant_of(r["values"]) == "NIG":
+            r["values"]["lr"] = float(10 ** rng.uniform(-6, -4))
+            nll = _bowl(r["values"]) + cell_shift + float(rng.normal(0, 0.01))
+            r["metrics"].update(dev_nll_per_step=nll, test_nll_per_step=nll)
+    return records
+
+
+def _retrained(name: str, variants: dict, cell_shift: float) -> list[dict]:
+    """Each matched draw trained as the other model: the same bowl, NIG ``cell_shift`` worse."""
+    rng = np.random.default_rng(11)
+    out = []
+    for whose, draw in greff.matched_draws(name, variants):
+        model = name if whose == greff.VANILLA else greff.VANILLA
+        nll = _bowl(draw) + (cell_shift if model == "NIG" else 0.0) + float(rng.normal(0, 0.01))
+        out.append({"values": {**greff.VARIANTS[model], **draw}, "status": "ok",
+                    "metrics": {"test_nll_per_step": nll, "dev_nll_per_step": nll}})
+    return out
+
+
+@pytest.mark.parametrize("cell_shift, matched_word, whose", [(0.0, "same", "the draws'"),
+                                                             (0.3, "worse", "the cell's")])
+def test_a_word_against_the_paper_is_checked_at_matched_draws(no_importance, cell_shift, matched_word, whose):
+    """NIG's search drew only slow rates, so its best 10% is worse than V's, which the paper did not find; retrained
+    at each other's best draws, an equal cell is 'same' (the draws' doing) and a worse cell stays 'worse'."""
+    from rnnlab.page import markdown
+    from rnnlab.pages.greff import greff_page
+
+    judged = greff.judge(_unlucky_records(cell_shift))
+    top = {c["variant"]: c["word"] for c in judged["comparisons"] if c["panel"] == "top"}
+    assert top["NIG"] == "worse" and greff.differs_from_paper(judged["comparisons"]) == ["NIG"]
+    draws = greff.matched_draws("NIG", judged["variants"])
+    k = TRIALS // 10
+    assert [w for w, _ in draws] == ["V"] * k + ["NIG"] * k
+    assert [d for _, d in draws[:k]] == [{key: t[key] for key in greff.SPACE}
+                                         for t in judged["variants"]["V"]["trials"][:k]]
+    plan = greff.matched_sweep("NIG", judged["variants"]).trials()
+    assert [greff.variant_of(t.values) for t in plan] == ["NIG"] * k + ["V"] * k
+    assert all(t.settings["epochs"] == greff.SETTINGS["epochs"] and t.seed == 0 for t in plan)
+    check = greff.matched_check("NIG", judged["variants"], _retrained("NIG", judged["variants"], cell_shift), 1)
+    assert check["n"] == 2 * k and check["unfinished"] == 0 and check["word"] == matched_word
+    assert check["difference"] == pytest.approx(cell_shift, abs=0.02)
+    assert check["interval"][0] < check["difference"] < check["interval"][1]
+    results = greff.GreffResults(trials=TRIALS, quick=False, **judged, matched={"NIG": check})
+    page = markdown(greff_page(results))
+    assert "## Where our words differ from the paper's" in page and f"| {matched_word} | {whose}" in page
+    assert page.count("| NIG | V's best 10% |") == k and page.count("| NIG | NIG's best 10% |") == k
+    again = greff.judge_again(greff.GreffResults(**json.loads(results.to_json())))
+    assert json.loads(again.to_json()) == json.loads(results.to_json())
+
+
+def test_a_matched_run_that_did_not_finish_is_shown_and_left_out_of_the_test(no_importance):
+    judged = greff.judge(_unlucky_records(0.0))
+    retrained = _retrained("NIG", judged["variants"], 0.0)
+    retrained[0]["status"] = "diverged"
+    check = greff.matched_check("NIG", judged["variants"], retrained[:-1], 1)     # the last one never ran
+    assert check["n"] == 2 * (TRIALS // 10) - 2 and check["unfinished"] == 2
+    assert [p["variant"] is None for p in check["pairs"]][:2] == [True, False] and check["pairs"][-1]["vanilla"] is None
+    equal = greff.judge(_records({}))["comparisons"]     # all "same": a contradiction where the paper found worse
+    assert greff.differs_from_paper(equal) == ["NFG", "NOAF", "FGR"]
+
+
+def test_the_page_says_how_much_of_a_panels_difference_the_same_draws_leave():
+    from rnnlab.pages.greff import _whose
+
+    panel = {"word": "worse", "difference": 0.69}
+    undecided = {"word": "undecided", "interval": (-0.12, 0.28)}
+    assert _whose(panel, undecided).startswith("mostly the draws': at the same draws it is at most +0.28, below the "
+                                               "panel's +0.69")
+    assert _whose(panel, {**undecided, "interval": (-0.12, 0.8)}).startswith("not shown at the same draws")
+    assert _whose({"word": "better", "difference": -0.5}, {**undecided, "interval": (-0.2, 0.1)}).startswith(
+        "mostly the draws': at the same draws it is at least -0.20")
+    assert _whose(panel, {"word": "worse"}).startswith("the cell's") and _whose(panel, {"word": "same"}).startswith(
+        "the draws'")
+    assert _whose(panel, {"word": "better"}) == "not the panel's: at the same draws the variant is better"

@@ -102,17 +102,25 @@ FINDINGS = (
 
 def greff_sweep(trials: int = TRIALS, quick: bool = False) -> Sweep:
     """The arm as one sweep: the variants a linked grid axis, ``trials`` draws of the space each."""
-    variants = ", ".join("{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in options.items()) + " }"
-                         for options in VARIANTS.values())
+    variants = ", ".join(_entry(options) for options in VARIANTS.values())
+    return _arm_sweep([f"model = [{variants}]", *(f"{name} = {{ {kind} = {bounds} }}"
+                                                  for name, (kind, bounds) in SPACE.items())],
+                      QUICK["trials"] if quick else trials, quick, "greff-jsb")
+
+
+def _entry(settings: dict[str, Any]) -> str:
+    return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in settings.items()) + " }"
+
+
+def _arm_sweep(search: list[str], samples: int, quick: bool, source: str) -> Sweep:
+    """A sweep of the arm's task at its settings (``QUICK``'s sizes with ``quick``) over the ``[search]`` lines."""
     settings = dict(SETTINGS, **({"epochs": QUICK["epochs"]} if quick else {}))
     text = "\n".join([
-        'task = "polyphonic-jsb"', f'metric = "dev_{METRIC}"', 'mode = "min"', "seeds = 1",
-        f"samples = {QUICK['trials'] if quick else trials}",
+        'task = "polyphonic-jsb"', f'metric = "dev_{METRIC}"', 'mode = "min"', "seeds = 1", f"samples = {samples}",
         "[settings]", *(f"{k} = {_toml(v)}" for k, v in settings.items()),
         *(["[task_options]", f"max_sequences = {QUICK['max_sequences']}"] if quick else []),
-        "[search]", f"model = [{variants}]",
-        *(f"{name} = {{ {kind} = {bounds} }}" for name, (kind, bounds) in SPACE.items())])
-    return parse_sweep(text + "\n", "greff-jsb")
+        "[search]", *search])
+    return parse_sweep(text + "\n", source)
 
 
 def _toml(value: Any) -> str:
@@ -130,8 +138,10 @@ def variant_of(values: dict[str, Any]) -> str:
 
 def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, executor: str = "local",
               address: str | None = None, workers: int | None = None, progress: bool = True,
-              command: str = "") -> GreffResults:
-    """Train what the store lacks, round by round up to ``trials`` per variant, and judge every finished trial."""
+              command: str = "", check: list[str] | None = None) -> GreffResults:
+    """Train what the store lacks, round by round up to ``trials`` per variant, and judge every finished trial;
+    then retrain each variant whose word differs from the paper's at V's best draws and V at its (``check`` names
+    the variants instead), so that the page can say whether the difference is the cell's or the draws'."""
     rounds = [r for r in ROUNDS if r < trials] + [trials] if not quick else [QUICK["trials"]]
     for samples in rounds:
         summary = run_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
@@ -139,7 +149,15 @@ def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, exe
         if progress and samples < rounds[-1]:
             print(remaining_cost(summary.records, len(VARIANTS) * rounds[-1], workers or cpu_cores()),
                   file=sys.stderr, flush=True)
-    return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judge(summary.records),
+    judged = judge(summary.records)
+    names = differs_from_paper(judged["comparisons"]) if check is None else list(check)
+    matched = {}
+    for name in names:
+        retrained = run_sweep(matched_sweep(name, judged["variants"], quick), Path(out) / MATCHED / name.lower(),
+                              executor=executor, address=address, workers=workers, progress=progress,
+                              command=command).records
+        matched[name] = matched_check(name, judged["variants"], retrained, len(names))
+    return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judged, matched=matched,
                         compute_seconds=sum(r["seconds"] or 0.0 for r in summary.records), command=command)
 
 
@@ -169,6 +187,7 @@ class GreffResults:
     compute_seconds: float = 0.0
     command: str = ""
     machine: str = ""
+    matched: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -193,7 +212,8 @@ def judge(records: list[dict[str, Any]]) -> dict[str, Any]:
 def judge_again(results: GreffResults) -> GreffResults:
     """Published results judged again by today's rules from the per-trial numbers they keep; nothing retrains."""
     variants = {name: {**v, **_summaries(v["trials"])} for name, v in results.variants.items()}
-    return dataclasses.replace(results, **_judge_variants(variants))
+    matched = {name: {**m, **_matched_verdict(m["pairs"], len(results.matched))} for name, m in results.matched.items()}
+    return dataclasses.replace(results, **_judge_variants(variants), matched=matched)
 
 
 def _judge_variants(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -253,9 +273,14 @@ def _versus_vanilla(name: str, variants: dict[str, dict[str, Any]], panel: str) 
     p = min(1.0, float(test.pvalue) * TESTS)
     p_same = min(1.0, max(float(above), float(below)) * TESTS)
     difference = float(a.mean() - b.mean())
-    word = ("worse" if difference > 0 else "better") if p < ALPHA else "same" if p_same < ALPHA else "undecided"
     return {**row, "difference": difference, "interval": (float(low), float(high)), "level": level,
-            "p": float(test.pvalue), "p_bonferroni": p, "p_same_bonferroni": p_same, "word": word}
+            "p": float(test.pvalue), "p_bonferroni": p, "p_same_bonferroni": p_same,
+            "word": _word(difference, p, p_same)}
+
+
+def _word(difference: float, p: float, p_same: float) -> str:
+    """'worse'/'better' when the difference test rejects, else 'same' when the two one-sided tests do."""
+    return ("worse" if difference > 0 else "better") if p < ALPHA else "same" if p_same < ALPHA else "undecided"
 
 
 MIN_IMPORTANCE = 8
@@ -305,3 +330,74 @@ def _rate_finding(shares: dict[str, Any] | None) -> dict[str, Any]:
     return {"finding": "learning rate", "claim": claim, "word": word,
             "words": {**{k: f"{v:.2f}" for k, v in shares["shares"].items()},
                       "interactions": f"{shares['interactions']:.2f}"}}
+
+
+# -- a word that differs from the paper's: the cell's or the draws'? ------------------------------
+
+MATCHED = "matched"     # the arm's subfolder that keeps the retrained trials, one sweep per variant checked
+
+
+def differs_from_paper(comparisons: list[dict[str, Any]]) -> list[str]:
+    """The variants whose best-10% word contradicts the paper's: a difference from V the paper did not find (or
+    the opposite one), or 'same' where it found one; 'undecided' contradicts nothing."""
+    out = []
+    for c in comparisons:
+        paper = PUBLISHED[c["variant"]][6]
+        if c["panel"] == "top" and ((c["word"] in ("worse", "better") and not paper.startswith(c["word"]))
+                                    or (c["word"] == "same" and paper != "no")):
+            out.append(c["variant"])
+    return out
+
+
+def _best_rows(name: str, variants: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(whose, trial row) for V's best 10% by validation, then the variant's."""
+    return [(whose, t) for whose in (VANILLA, name) for t in variants[whose]["trials"][:variants[whose]["top"]["n"]]]
+
+
+def matched_draws(name: str, variants: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(whose best 10% it is, the draw) for V's best-10% draws, then the variant's: the draws each variant's own
+    search found best, where the other is retrained."""
+    return [(whose, {k: t[k] for k in SPACE}) for whose, t in _best_rows(name, variants)]
+
+
+def matched_sweep(name: str, variants: dict[str, dict[str, Any]], quick: bool = False) -> Sweep:
+    """The variant at V's best-10% draws and V at the variant's, one linked axis of model and draw, the arm's
+    settings and seed: each pair meets the same hyperparameters."""
+    entries = [_entry({**VARIANTS[VANILLA if whose == name else name], **draw})
+               for whose, draw in matched_draws(name, variants)]
+    return _arm_sweep([f"model = [{', '.join(entries)}]"], 1, quick, f"greff-jsb-matched-{name.lower()}")
+
+
+def matched_check(name: str, variants: dict[str, dict[str, Any]], retrained: list[dict[str, Any]],
+                  checks: int) -> dict[str, Any]:
+    """Per draw of ``matched_draws`` the test NLL of V and of the variant (one of them the arm's own trial, the
+    other ``retrained``; None where that run did not finish), and the verdict over the pairs."""
+    found = {(variant_of(r["values"]), tuple(r["values"][k] for k in SPACE)): r for r in retrained}
+    pairs = []
+    for whose, own in _best_rows(name, variants):
+        draw = {k: own[k] for k in SPACE}
+        other = found.get((name if whose == VANILLA else VANILLA, tuple(draw.values())))
+        test = other["metrics"].get(f"test_{METRIC}") if other and other["status"] == "ok" else None
+        pairs.append({"best_of": whose, **draw, "vanilla": own["test"] if whose == VANILLA else test,
+                      "variant": test if whose == VANILLA else own["test"]})
+    return {"pairs": pairs, **_matched_verdict(pairs, checks)}
+
+
+def _matched_verdict(pairs: list[dict[str, Any]], checks: int) -> dict[str, Any]:
+    """Variant − V over the draws where both finished: the paired t-test and its interval at 1 − 0.05/``checks``
+    (Bonferroni over the checks made), and 'same' by two one-sided paired tests against ±``SAME_MARGIN``."""
+    d = np.asarray([p["variant"] - p["vanilla"] for p in pairs
+                    if p["variant"] is not None and p["vanilla"] is not None
+                    and math.isfinite(p["variant"]) and math.isfinite(p["vanilla"])], dtype=np.float64)
+    row: dict[str, Any] = {"n": len(d), "unfinished": len(pairs) - len(d)}
+    if len(d) < 2 or d.std() == 0:
+        return {**row, "word": "undecided", "why": "fewer than 2 pairs that differ"}
+    level = 1 - ALPHA / checks
+    test = stats.ttest_1samp(d, 0.0)
+    low, high = test.confidence_interval(level)
+    above = stats.ttest_1samp(d, SAME_MARGIN, alternative="less").pvalue
+    below = stats.ttest_1samp(d, -SAME_MARGIN, alternative="greater").pvalue
+    p, p_same = min(1.0, float(test.pvalue) * checks), min(1.0, max(float(above), float(below)) * checks)
+    return {**row, "difference": float(d.mean()), "interval": (float(low), float(high)), "level": level,
+            "p": float(test.pvalue), "p_bonferroni": p, "p_same_bonferroni": p_same,
+            "word": _word(float(d.mean()), p, p_same)}
