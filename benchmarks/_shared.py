@@ -102,6 +102,6 @@ def docs_name(script: str, all_cores: bool) -> str:
 
 def processor() -> str:
     """``lscpu``'s model name (the vendor decides which BLAS kernels run, so every table names it)."""
-    from rnnlab.engines.threads import processor_name
+    from rnnlab.machine import processor_name
 
     return processor_name()

@@ -41,8 +41,9 @@ import torch  # noqa: E402
 
 import rnnlab  # noqa: E402
 from rnnlab.cells.kernel_blas import blas_description  # noqa: E402
-from rnnlab.engines.threads import blas_threads, choose_threads, processor_name  # noqa: E402
+from rnnlab.engines.threads import blas_threads, choose_threads  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
+from rnnlab.machine import processor_name  # noqa: E402
 
 if not ALL_CORES:
     torch.set_num_threads(1)

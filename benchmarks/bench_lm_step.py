@@ -22,9 +22,9 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rnnlab.models as models  # noqa: E402
-from rnnlab.engines.threads import processor_name  # noqa: E402
 from rnnlab.experiments.settings import build, default_settings  # noqa: E402
 from rnnlab.losses import softmax_cross_entropy_terms  # noqa: E402
+from rnnlab.machine import processor_name  # noqa: E402
 from rnnlab.models import RecurrentModel, model_inputs  # noqa: E402
 
 

@@ -480,7 +480,8 @@ def test_the_benchmarks_blas_line_names_the_library_its_kernels_and_whose_blas_t
     from rnnlab.cells import kernel_blas
 
     line = kernel_blas.blas_description()
-    assert f"per-step products in {kernel_blas.SOURCE}'s BLAS (" in line
+    assert f"per-step products: {kernel_blas.CHOICE.describe()}, the large ones " in line
+    assert ("(OpenBLAS: SciPy's)" in line) == (kernel_blas.SOURCE == "scipy" and not kernel_blas._MKL_SERVES)
     assert ("split under the small-matrix bound" in line) == kernel_blas.splits_products()
     ours, _ = kernel_blas.blas_libraries()
     for lib in ours:     # every BLAS NumPy loaded, with the version threadpoolctl reads from the library itself
@@ -531,7 +532,7 @@ def _has_small_matrix_kernels() -> bool:
     from rnnlab.cells import kernel_blas
 
     ours, _ = kernel_blas.blas_libraries()
-    return kernel_blas.SOURCE == "numpy" and any(
+    return kernel_blas.SOURCE == "numpy" and kernel_blas.CHOICE.providers["large"] == "openblas" and any(
         lib.internal_api == "openblas" and getattr(lib, "architecture", None) in kernel_blas.SMALL_KERNEL_FAMILIES
         for lib in ours)
 
@@ -565,3 +566,62 @@ def test_the_kernels_product_of_empty_matrices_is_numpys(m, k, n):
     out = np.full((m, n), np.nan, np.float32)
     njit(lambda a, b, out: kernel_blas.kernel_matmul(a, b, out))(a, b, out)
     np.testing.assert_array_equal(out, a @ b)
+
+
+def test_every_blas_serving_the_kernels_runs_on_the_threads_granted():
+    """NumPy's BLAS, and oneMKL where it serves a class of the kernels' products, follow ``blas_threads``; every
+    other BLAS stays at 1."""
+    from rnnlab.cells import kernel_blas
+    from rnnlab.engines.threads import available_threads, blas_threads
+
+    n = available_threads()
+    with blas_threads(n):
+        ours, others = kernel_blas.blas_libraries()
+        assert all(lib.num_threads == n for lib in ours) and all(lib.num_threads == 1 for lib in others)
+        assert ("mkl" in {lib.internal_api for lib in ours}) == kernel_blas._MKL_SERVES
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_kernels_large_products_agree_with_the_reference_in_float64(cell):
+    """Batch 20, hidden 200: the recurrent products (20×200)·(200×4·200) and back are above ``SMALL_PRODUCT``, so
+    they go to the large class's provider; the states and gradients are the NumPy engine's to 1e−10."""
+    from rnnlab.cells.kernel_blas import SMALL_PRODUCT
+
+    assert 20 * 200 * 3 * 200 > SMALL_PRODUCT
+    x = np.random.default_rng(1).normal(size=(4, 20, 3))
+    results = {}
+    for engine in ("numpy", "numba"):
+        stack = rnnlab.Stack.build(cell, 3, 200, seed=0, engine=engine)
+        hs, cache = stack.forward(x)
+        grads, dx, _ = stack.backward(np.cos(hs), cache)
+        results[engine] = (hs, dx, grads)
+    (h_ref, dx_ref, g_ref), (h, dx, g) = results["numpy"], results["numba"]
+    np.testing.assert_allclose(h, h_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dx, dx_ref, rtol=1e-10, atol=1e-12)
+    for name in g_ref:
+        np.testing.assert_allclose(g[name], g_ref[name], rtol=1e-10, atol=1e-12)
+
+
+def test_every_rnnlab_kernel_is_cached_against_all_of_rnnlabs_compiled_sources(tmp_path):
+    """A cached kernel is stale when a helper it inlines from another file changes; so each is stamped with the
+    digest of every rnnlab module that names Numba (or rnnlab.compile), and only those modules move it."""
+    from rnnlab import compile as compiled
+    from rnnlab.cells import kernel_blas, lstm
+
+    for function in (lstm.lstm_forward_loop, kernel_blas._sgemm_in_blocks):
+        locator = function._cache._impl._locator
+        assert type(locator).__name__.startswith("Rnnlab")
+        assert locator.get_source_stamp() == compiled.kernel_sources_digest()
+    package = tmp_path / "package"
+    (package / "cells").mkdir(parents=True)
+    (package / "cells" / "kernels.py").write_text("from numba import njit\n")
+    (package / "pages.py").write_text("TITLE = 'a'\n")
+    before = compiled.kernel_sources_digest(package)
+    (package / "pages.py").write_text("TITLE = 'b'\n")
+    assert compiled.kernel_sources_digest(package) == before
+    (package / "cells" / "kernels.py").write_text("from numba import njit  # a helper changed\n")
+    compiled.kernel_sources_digest.cache_clear()
+    assert compiled.kernel_sources_digest(package) != before
+    outside = njit(cache=True)(lambda x: x + 1)       # a function of another package keeps Numba's own stamp
+    outside(1)
+    assert not type(outside._cache._impl._locator).__name__.startswith("Rnnlab")

@@ -437,9 +437,12 @@ def test_a_checkpoint_runs_on_another_engine_with_the_same_numbers(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('cell = "lstm"\nhidden = 6\nlayers = 1\nepochs = 1\ndtype = "float64"\n'
                       "[task_options]\nn_train = 64\nn_dev = 32\nn_test = 32\n")
-    run_cli("train", "--config", str(config), "--quiet", "--out", str(tmp_path / "run"))
+    trained = run_cli("train", "--config", str(config), "--quiet", "--out", str(tmp_path / "run"))
     saved = json.loads((tmp_path / "run" / "result.json").read_text())
     assert saved["run"]["settings"]["engine"] == "numba"            # the training default
+    blas = saved["run"]["blas"]                                      # RNNLAB_BLAS=openblas, as the suite pins it
+    assert blas["mode"] == "openblas" and set(blas["providers"].values()) == {"openblas"}
+    assert "the kernels' products: small products in openblas, large products in openblas" in trained.stderr
     assert saved["run"]["settings"]["task_options"] == {"n_train": 64, "n_dev": 32, "n_test": 32}
     checkpoint = str(tmp_path / "run" / "checkpoint.npz")
     for engine in ("numpy", "numba"):

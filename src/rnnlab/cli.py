@@ -195,9 +195,12 @@ def _train_into(args: argparse.Namespace, settings: dict[str, Any], out: Path, b
 
     if (args.engine or DEFAULT_TRAINING_ENGINE) == "auto":
         print(f"engine {resolve_engine({**settings, 'engine': 'auto'})[1]}", file=sys.stderr)
+    from rnnlab.cells.kernel_blas import CHOICE
+
     task, model = built or build(settings)
     config = train_config(settings, progress=not args.quiet)
     print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
+    print(f"the kernels' products: {CHOICE.describe()}", file=sys.stderr)
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
                      resume=args.resume, run_info=run_record(settings, task), task_metrics=task.task_metrics)
@@ -228,13 +231,14 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _data(args: argparse.Namespace) -> int:
     from rnnlab.data import registry
+    from rnnlab.machine import cache_dir
 
     if args.action == "list":
         for name, dataset in registry.DATASETS.items():
             print(f"{name}: {dataset.description}")
             for f in dataset.files:
                 path = registry.find_file(name, f.name)
-                where = str(path) if path else f"missing (would be cached at {registry.cache_dir() / dataset.folder})"
+                where = str(path) if path else f"missing (would be cached at {cache_dir() / dataset.folder})"
                 optional = "" if f.required else " [optional]"
                 print(f"  {f.name:32} {where}{optional}")
         return 0
@@ -561,8 +565,8 @@ def _bench_cells_command(sub) -> None:
 
 
 def _bench_cells(args: argparse.Namespace) -> int:
-    from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import bench_cells
+    from rnnlab.machine import processor_name
     from rnnlab.pages.bench import write_bench
     from rnnlab.pages.published import published_files
 
@@ -613,8 +617,8 @@ def _greff_command(sub) -> None:
 
 
 def _greff(args: argparse.Namespace) -> int:
-    from rnnlab.engines.threads import processor_name
     from rnnlab.experiments import greff
+    from rnnlab.machine import processor_name
     from rnnlab.pages.greff import write_greff
     from rnnlab.pages.published import published_files
 

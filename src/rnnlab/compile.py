@@ -16,11 +16,22 @@ the exponential may contract into FMAs: against the same code compiled under ``K
 spread 3 gave gradients within 2 float32 epsilons (40 float64 epsilons) and losses within 7e-10 (2e-16)
 relative. A run stays reproducible on one machine; its last bits may differ between vector widths (AVX2 and
 AVX-512), which is the price of the 4–7×.
+
+Kernels are cached on disk, and Numba checks a cached kernel against its own file only: a kernel that inlines
+a helper from another file (the gates of ``cells/kernel_math.py``, the product of ``cells/kernel_blas.py``) would
+load stale machine code after that helper changed, wrong numbers or a call to a symbol no longer registered.
+So every rnnlab kernel's cache is stamped with ``kernel_sources_digest``, the sha256 of every rnnlab module
+whose text names Numba or this module: any change to compiled code or what it inlines recompiles them all.
 """
 
 from __future__ import annotations
 
+import hashlib
+from functools import cache
+from pathlib import Path
+
 from numba import njit
+from numba.core import caching
 
 KERNEL_OPTIONS = {"error_model": "numpy"}
 REDUCTION_OPTIONS = {**KERNEL_OPTIONS, "fastmath": {"nsz", "arcp", "contract", "afn", "reassoc"}}
@@ -44,3 +55,41 @@ def reduction_kernel(fn):
 def inline(fn):
     """A helper inlined into the kernels that call it, compiled with their options."""
     return njit(inline="always", **KERNEL_OPTIONS)(fn)
+
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def kernel_sources_digest(package: Path = PACKAGE) -> str:
+    """sha256 over the path and text of every module under ``package`` that names Numba or ``rnnlab.compile``
+    (the modules whose compiled code, or what it inlines, a cached kernel holds)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_bytes()
+        if b"numba" in text or b"rnnlab.compile" in text:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + text)
+    return digest.hexdigest()
+
+
+def _stamped_by_the_package(locator: type) -> type:
+    """Numba's ``locator`` for rnnlab's own functions (None for any other file, which the next locator takes),
+    with the package's kernel sources as the stamp a cached kernel must match."""
+    class PackageLocator(locator):
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if PACKAGE not in Path(py_file).resolve().parents:
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return kernel_sources_digest()
+
+    PackageLocator.__name__ = PackageLocator.__qualname__ = f"Rnnlab{locator.__name__}"
+    return PackageLocator
+
+
+# the same cache folders as Numba's own locators, in Numba's order ($NUMBA_CACHE_DIR, __pycache__, user-wide)
+_IMPLEMENTATION = getattr(caching, "CacheImpl", None) or caching._CacheImpl      # renamed in Numba 0.60
+_IMPLEMENTATION._locator_classes[:0] = [_stamped_by_the_package(locator) for locator in (
+    caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]

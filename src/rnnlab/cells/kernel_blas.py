@@ -10,6 +10,12 @@ registers those names with LLVM when it is imported: NumPy's OpenBLAS where thre
 with that interface, else a compiled ``np.dot`` with the same signature (SciPy's BLAS, as before).
 Kernels cached on disk name the symbols, not an address, so they link in every process.
 
+Each product goes to one of two symbols by its size, ``rnnlab_cblas_?gemm_small`` (at most
+``SMALL_PRODUCT`` multiply-adds) and ``rnnlab_cblas_?gemm_large``, and each class to the provider
+``blas_provider`` chose for it on this machine: NumPy's OpenBLAS, or oneMKL where the ``mkl`` package is
+installed and measured faster (``RNNLAB_BLAS`` overrides it). Without oneMKL both symbols are the OpenBLAS
+function above, and every product is the same call as before.
+
 One BLAS then runs both the kernels' per-step products and the big products over all T·B rows, on
 the threads the thread rule grants: with one pool instead of two, the per-step products gain from a
 second core too (``benchmarks/bench_threads.py``: LSTM (100, 64, 88, 256) at 2 threads 145 ms with
@@ -39,12 +45,14 @@ from numba import carray, cfunc, types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
+from rnnlab.cells.blas_provider import CLASSES, choose, mkl_gemm, mkl_library, requested_mode
 from rnnlab.compile import kernel
 
 ROW_MAJOR, NO_TRANS = 101, 111
 SMALL_PRODUCT = 1_000_000          # OpenBLAS's bound on M·N·K for its small-matrix sgemm kernels
 SMALL_KERNEL_FAMILIES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # the families that have them
 _NUMPY_DIR = Path(np.__file__).resolve().parent
+_MKL_SERVES = False        # whether oneMKL runs a class of the kernels' products (its threads then follow NumPy's)
 
 
 def blas_libraries() -> tuple[list, list]:
@@ -57,6 +65,9 @@ def blas_libraries() -> tuple[list, list]:
         (ours if in_numpy else others).append(lib)
     if not ours:  # one shared BLAS (e.g. a conda environment): it is NumPy's
         ours, others = others, []
+    if _MKL_SERVES:
+        ours += [lib for lib in others if lib.internal_api == "mkl"]
+        others = [lib for lib in others if lib.internal_api != "mkl"]
     return ours, others
 
 
@@ -113,35 +124,20 @@ def _split_threads_address() -> int:
     return _never_split()
 
 
-_ADDRESSES = _numpy_gemm()
-SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in
-for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
-    llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm", _ADDRESSES.get(_kind) or _fallback(_dtype, _real))
-_SPLIT_ADDRESS = _split_threads_address() if _ADDRESSES else _never_split()
-llvm.add_symbol("rnnlab_split_threads", _SPLIT_ADDRESS)
-_SGEMM = types.ExternalFunction("rnnlab_cblas_sgemm", _gemm_signature(types.float32, types.uintp))
-_DGEMM = types.ExternalFunction("rnnlab_cblas_dgemm", _gemm_signature(types.float64, types.uintp))
-_SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
-
-
-def splits_products() -> bool:
-    """Whether the kernels' float32 products above ``SMALL_PRODUCT`` are split now: the kernels'
-    own gate, asked from Python."""
-    return ctypes.CFUNCTYPE(ctypes.c_int32)(_SPLIT_ADDRESS)() == 1
-
-
-def blas_description() -> str:
-    """NumPy's BLAS as a benchmark quotes it: library, version, the kernels it picked for this
-    processor, and whose BLAS the Numba kernels' per-step products call."""
+def _openblas_version() -> str:
     ours, _ = blas_libraries()
-    libraries = ", ".join(f"{lib.internal_api} {lib.version} ({getattr(lib, 'architecture', None) or 'kernels: ?'})"
-                          for lib in ours) or "none found"
-    split = "split under the small-matrix bound at 1 thread" if splits_products() else "whole"
-    return f"NumPy's BLAS: {libraries}; the kernels' per-step products in {SOURCE}'s BLAS ({split} now)"
+    return next((f"{lib.version} ({getattr(lib, 'architecture', None) or '?'})" for lib in ours
+                 if lib.internal_api == "openblas"), "?")
 
 
-@kernel
-def small_block_width(m: int, n: int, k: int) -> int:
+def _family_splits() -> bool:
+    """Whether NumPy's OpenBLAS has the small-matrix kernels the products are split for."""
+    ours, _ = blas_libraries()
+    return any(lib.internal_api == "openblas" and getattr(lib, "architecture", None) in SMALL_KERNEL_FAMILIES
+               for lib in ours)
+
+
+def _small_block_width(m: int, n: int, k: int) -> int:
     """The width of the blocks along the longer of n and k that put each block's product under
     ``SMALL_PRODUCT``: the widest multiple of 32 (narrower or unaligned blocks measured slower than
     one call: (64×256)·(256×1024) in 17 blocks of ~60 columns 776 µs, in 32 of 32 388 µs, whole 412),
@@ -154,6 +150,55 @@ def small_block_width(m: int, n: int, k: int) -> int:
     return width
 
 
+small_block_width = kernel(_small_block_width)
+
+_ADDRESSES = _numpy_gemm()
+SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in without oneMKL
+_MKL = mkl_library() if requested_mode() != "openblas" else None
+_MKL_GEMM = mkl_gemm(_MKL[0]) if _MKL else {}
+_SPLITS = bool(_ADDRESSES) and _family_splits()
+CHOICE = choose(_ADDRESSES, _MKL_GEMM, {**({"openblas": _openblas_version()} if _ADDRESSES else {}),
+                                        **({"mkl": _MKL[1]} if _MKL else {})},
+                lambda m, n, k: _small_block_width(m, n, k) if _SPLITS else 0)
+_MKL_SERVES = "mkl" in CHOICE.providers.values()
+for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
+    for _class in CLASSES:
+        _served = _MKL_GEMM if CHOICE.providers[_class] == "mkl" else _ADDRESSES
+        llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm_{_class}", _served.get(_kind) or _fallback(_dtype, _real))
+_SPLIT_ADDRESS = (_split_threads_address() if _ADDRESSES and CHOICE.providers["large"] == "openblas"
+                  else _never_split())
+llvm.add_symbol("rnnlab_split_threads", _SPLIT_ADDRESS)
+_SGEMM_SMALL, _SGEMM_LARGE, _DGEMM_SMALL, _DGEMM_LARGE = (
+    types.ExternalFunction(f"rnnlab_cblas_{kind}gemm_{size}", _gemm_signature(real, types.uintp))
+    for kind, real in (("s", types.float32), ("d", types.float64)) for size in CLASSES)
+_SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
+
+
+def splits_products() -> bool:
+    """Whether the kernels' float32 products above ``SMALL_PRODUCT`` are split now: the kernels'
+    own gate, asked from Python."""
+    return ctypes.CFUNCTYPE(ctypes.c_int32)(_SPLIT_ADDRESS)() == 1
+
+
+def _kernels_of(lib) -> str:
+    """The kernel family OpenBLAS picked for this processor, or oneMKL's threading layer."""
+    if getattr(lib, "architecture", None):
+        return lib.architecture
+    return f"threading: {lib.threading_layer}" if getattr(lib, "threading_layer", None) else "kernels: ?"
+
+
+def blas_description() -> str:
+    """The BLAS libraries at work as a benchmark quotes them: NumPy's (library, version, the kernels it picked
+    for this processor), oneMKL where it serves the kernels, and which provider runs each class of the Numba
+    kernels' per-step products."""
+    ours, _ = blas_libraries()
+    libraries = ", ".join(f"{lib.internal_api} {lib.version} ({_kernels_of(lib)})"
+                          for lib in ours) or "none found"
+    split = "split under the small-matrix bound at 1 thread" if splits_products() else "whole"
+    return (f"BLAS: {libraries}; the kernels' per-step products: {CHOICE.describe()}, the large ones "
+            f"{split} now" + ("" if SOURCE == "numpy" or _MKL_SERVES else " (OpenBLAS: SciPy's)"))
+
+
 @kernel
 def block_width_now(m: int, n: int, k: int) -> int:
     """``small_block_width`` where the kernels split now (1 BLAS thread, a small-matrix kernel
@@ -164,18 +209,22 @@ def block_width_now(m: int, n: int, k: int) -> int:
 
 @kernel
 def _sgemm_in_blocks(m, n, k, a, b, out):
-    """out = a · b for row-major float32 (m×k)·(k×n) at these addresses, in blocks of
-    ``block_width_now`` along the longer of n and k (one block: one call)."""
-    width = block_width_now(m, n, k)
+    """out = a · b for row-major float32 (m×k)·(k×n) at these addresses: a small product in one call of its
+    class's provider, a large one in blocks of ``block_width_now`` along the longer of n and k (one block: one
+    call)."""
     one, zero = np.float32(1.0), np.float32(0.0)
+    if m * n * k <= SMALL_PRODUCT:     # leading dimensions ≥ 1 even for empty matrices, as oneMKL requires
+        _SGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a, max(k, 1), b, max(n, 1), zero, out, max(n, 1))
+        return
+    width = block_width_now(m, n, k)
     if n >= k:       # column blocks of b and out: each entry is still one sum over all of k
         for start in range(0, n, width):
-            _SGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, min(width, n - start), k, one, a, k, b + 4 * start, n,
-                   zero, out + 4 * start, n)
+            _SGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, min(width, n - start), k, one, a, k, b + 4 * start, n,
+                         zero, out + 4 * start, n)
     else:            # blocks of k, added into out in order
         for start in range(0, k, width):
-            _SGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, min(width, k - start), one, a + 4 * start, k,
-                   b + 4 * start * n, n, zero if start == 0 else one, out, n)
+            _SGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, min(width, k - start), one, a + 4 * start, k,
+                         b + 4 * start * n, n, zero if start == 0 else one, out, n)
 
 
 def kernel_matmul(a, b, out):
@@ -199,6 +248,10 @@ def _kernel_matmul(a, b, out):
     def impl_float64(a, b, out):
         m, k = a.shape
         n = b.shape[1]
-        _DGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
-               out.ctypes.data, n)
+        if m * n * k <= SMALL_PRODUCT:
+            _DGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, max(k, 1), b.ctypes.data,
+                         max(n, 1), zero, out.ctypes.data, max(n, 1))
+        else:
+            _DGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
+                         out.ctypes.data, n)
     return impl_float64

@@ -22,6 +22,7 @@ from pathlib import Path
 import pooch
 
 from rnnlab.files import sha256_of
+from rnnlab.machine import cache_dir
 
 
 class DataError(ValueError):
@@ -122,10 +123,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in [
         RemoteFile("Piano-midi.de.pickle", _BOULANNI + "Piano-midi.de.pickle", None),
     )),
 ]}
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("RNNLAB_CACHE_DIR") or Path.home() / ".cache" / "rnnlab")
 
 
 def search_dirs(dataset: Dataset) -> list[Path]:

@@ -59,20 +59,6 @@ _pool: tuple[int, ThreadPoolExecutor] | None = None      # (its threads, the poo
 Result = TypeVar("Result")
 
 
-def processor_name() -> str:
-    """The processor's model name, as ``lscpu`` prints it, for the pages that quote speeds and compute."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
 def cpu_cores() -> int:
     """The cores this process may run on (its CPU affinity where the system has one)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rnnlab.cells.kernel_blas import CHOICE as BLAS_CHOICE
 from rnnlab.cells.registry import CELLS, CellFileNotNamed, cell_class, cell_file_sha256, cell_options, is_cell_file
 from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
@@ -291,10 +292,11 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_record(settings: dict[str, Any], task: Task | None) -> dict[str, Any]:
-    """What a run stores about what it ran: its settings, the task's facts (the sha256 of its data files
+    """What a run stores about what it ran: its settings, the BLAS that ran the kernels' products (provider per
+    shape class, how it was chosen, the libraries' versions), the task's facts (the sha256 of its data files
     among them; none for a run that failed before its task was built) and, for a cell named by file, that
     file's sha256."""
-    record: dict[str, Any] = {"settings": settings}
+    record: dict[str, Any] = {"settings": settings, "blas": BLAS_CHOICE.record()}
     if task is not None:
         record["task_info"] = jsonable(task.info)
     digest = cell_file_sha256(settings.get("cell"))
