@@ -78,7 +78,7 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     assert first.providers == {"small": "openblas", "large": "mkl"} and timed == [{"openblas": 1, "mkl": 3}]
     assert "timed here on" in first.describe()
     kept = json.loads((tmp_path / "blas.json").read_text())
-    assert len(kept) == 1 and next(iter(kept.values()))["providers"] == first.providers
+    assert len(kept) == 1 and next(iter(kept.values()))["timings"] == first.timings
     again = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert again == first and len(timed) == 1                                    # read, not timed again
     newer = blas_provider.choose(OPENBLAS, MKL, {**VERSIONS, "mkl": "2027.0"}, lambda m, n, k: 0)
@@ -88,11 +88,13 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 3 and len(json.loads((tmp_path / "blas.json").read_text())) == 1   # rewritten whole
 
-    monkeypatch.setattr(blas_provider, "time_providers",
-                        lambda *_: {c: {"openblas": 1.0, "mkl": 1.0} for c in blas_provider.CLASSES})
-    monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "elsewhere"))
-    tie = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
-    assert set(tie.providers.values()) == {"openblas"}                            # a tie keeps OpenBLAS
+    gain = blas_provider.MIN_GAIN
+    close = {"small": {"openblas": 1.0, "mkl": 1.0}, "large": {"openblas": 0.99 * gain, "mkl": 1.0}}
+    assert blas_provider.faster(close) == {"small": "openblas", "large": "openblas"}     # a tie, a gain too small
+    assert blas_provider.faster({**close, "large": {"openblas": gain, "mkl": 1.0}})["large"] == "mkl"
+    (tmp_path / "blas.json").write_text(json.dumps({next(iter(kept)): {"providers": {}, "measured": "x"}}))
+    blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
+    assert len(timed) == 4                                   # an entry without every timing is measured again
 
 
 def _addresses() -> dict[str, int]:

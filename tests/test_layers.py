@@ -10,8 +10,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it (docs/architecture.md's picture)
 LAYERS = [
-    ("rnnlab.common", "rnnlab.compile", "rnnlab.files", "rnnlab.init", "rnnlab.metrics", "rnnlab.page",
-     "rnnlab.version"),
+    ("rnnlab.common", "rnnlab.compile", "rnnlab.files", "rnnlab.init", "rnnlab.machine", "rnnlab.metrics",
+     "rnnlab.page", "rnnlab.version"),
     ("rnnlab.cells",),
     ("rnnlab.engines",),
     ("rnnlab.layers", "rnnlab.losses", "rnnlab.optim", "rnnlab.models", "rnnlab.budget", "rnnlab.gradcheck",

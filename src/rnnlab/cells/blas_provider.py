@@ -7,9 +7,14 @@ per-step products of the LSTM sizes where the kernels trailed PyTorch 1.2–1.5�
 through ctypes) the two were within ±10% above OpenBLAS's small-matrix bound and oneMKL 1.1–1.2× slower
 under it. No vendor rule is safe, so the choice is a measurement: at first use each provider multiplies a
 few shapes of each class (``TIMED``; the classes are ``kernel_blas``'s: at most ``SMALL_PRODUCT``
-multiply-adds, and above), interleaved, on one thread, and each class goes to the faster median sum;
-OpenBLAS keeps a tie. The choice is kept per machine (processor, both libraries' versions) in
-``<cache>/blas.json``, so a process reads it instead of timing again.
+multiply-adds, and above), interleaved, on one thread, and a class goes to oneMKL only where its median sum
+is at least ``MIN_GAIN`` times faster; else OpenBLAS keeps it. The margin is measured too: on the AMD EPYC
+the products alone ran 1.12–1.14× faster in oneMKL (the large class, three first-use timings), yet the
+kernels that make them ran slower with oneMKL (``bench_engines.py``, 1 thread: the LSTM at (35, 20, 200, 200)
+15.6 → 17.4 ms, slower than PyTorch; GRU (100, 64, 88, 256) 123 → 133 ms; the RNN 10% faster), so a gain
+that small does not survive the kernels' context; on the Intel Xeon the products gained 1.2–1.5×. The
+timings are kept per machine (processor, both libraries' versions) in ``<cache>/blas.json``, so a process
+reads them instead of timing again.
 
 ``RNNLAB_BLAS`` overrides it: ``openblas`` (today's bits: every product as before), ``mkl`` (both classes;
 an error where the package is missing), or ``auto`` (the default: the measured choice where ``mkl`` is
@@ -44,6 +49,7 @@ CLASSES = ("small", "large")
 # (m, k, n) per class: the recurrent products of the study models and the cell benchmark, forward and backward
 TIMED = {"small": ((20, 50, 200), (32, 40, 160), (1, 150, 600), (64, 34, 136), (20, 200, 200)),
          "large": ((20, 200, 800), (20, 800, 200), (64, 256, 1024), (64, 1024, 256))}
+MIN_GAIN = 1.2              # oneMKL takes a class only this many times faster than OpenBLAS (module docstring)
 REPEATS = 5                 # interleaved rounds; each round times every shape on both providers
 ROUND_SECONDS = 0.004       # per shape and provider in a round: calls enough to fill it
 MKL_CBWR_AUTO, MKL_CBWR_STRICT = 2, 0x10000
@@ -122,12 +128,17 @@ def choose(openblas: dict[str, int], mkl: dict[str, int], versions: dict[str, st
     path = cache_dir() / CACHE_FILE
     known = _read_cache(path)
     if key in known:
-        return Choice("auto", known[key]["providers"], versions, known[key]["timings"], known[key]["measured"])
-    timings = time_providers({"openblas": openblas["s"], "mkl": mkl["s"]}, openblas_blocks)
-    providers = {c: "mkl" if timings[c]["mkl"] < timings[c]["openblas"] else "openblas" for c in CLASSES}
-    choice = Choice("auto", providers, versions, timings, date.today().isoformat())
-    _write_cache(path, key, {"providers": providers, "timings": timings, "measured": choice.measured})
-    return choice
+        timings, measured = known[key]["timings"], known[key]["measured"]
+    else:
+        timings = time_providers({"openblas": openblas["s"], "mkl": mkl["s"]}, openblas_blocks)
+        measured = date.today().isoformat()
+        _write_cache(path, key, {"timings": timings, "measured": measured})
+    return Choice("auto", faster(timings), versions, timings, measured)
+
+
+def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
+    """Each class's provider from its timings: oneMKL where OpenBLAS takes ``MIN_GAIN`` times as long or more."""
+    return {c: "mkl" if timings[c]["openblas"] >= MIN_GAIN * timings[c]["mkl"] else "openblas" for c in CLASSES}
 
 
 def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int]) -> dict:
@@ -173,14 +184,23 @@ def _multiply(gemm, m: int, k: int, n: int, a: np.ndarray, b: np.ndarray, out: n
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
-    """The kept choices; an unreadable file is measured again and rewritten (it is rnnlab's own cache)."""
+    """The kept timings; an unreadable file, or an entry without timings of both providers for every class, is
+    measured again and rewritten (it is rnnlab's own cache)."""
     try:
         data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {key: entry for key, entry in data.items() if _complete(entry)}
+
+
+def _complete(entry: Any) -> bool:
+    try:
+        return isinstance(entry["measured"], str) and all(
+            isinstance(entry["timings"][c][p], float) for c in CLASSES for p in ("openblas", "mkl"))
+    except (KeyError, TypeError):
+        return False
 
 
 def _write_cache(path: Path, key: str, entry: dict[str, Any]) -> None:
