@@ -90,6 +90,11 @@ def _stamped_by_the_package(locator: type) -> type:
 
 
 # the same cache folders as Numba's own locators, in Numba's order ($NUMBA_CACHE_DIR, __pycache__, user-wide)
-_IMPLEMENTATION = getattr(caching, "CacheImpl", None) or caching._CacheImpl      # renamed in Numba 0.60
-_IMPLEMENTATION._locator_classes[:0] = [_stamped_by_the_package(locator) for locator in (
-    caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+def _numba_locator(name: str) -> type:
+    """Numba's locator class ``name`` (older Numba, 0.59 among them, spells it with a leading underscore)."""
+    return getattr(caching, name, None) or getattr(caching, f"_{name}")
+
+
+_IMPLEMENTATION = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+_IMPLEMENTATION._locator_classes[:0] = [_stamped_by_the_package(_numba_locator(name)) for name in (
+    "UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")]
