@@ -5,16 +5,16 @@ Measured on an Intel Xeon (AVX-512, 1 thread, median of 300 calls), oneMKL's ``c
 per-step products of the LSTM sizes where the kernels trailed PyTorch 1.2–1.5× faster than OpenBLAS 0.3.31
 ((20×200)·(200×800): 142 against 93–101 GFLOP/s); on an AMD EPYC (Zen, 1 thread, both called the same way
 through ctypes) the two were within ±10% above OpenBLAS's small-matrix bound and oneMKL 1.1–1.2× slower
-under it. No vendor rule is safe, so the choice is a measurement: at first use each provider multiplies a
-few shapes of each class (``TIMED``; the classes are ``kernel_blas``'s: at most ``SMALL_PRODUCT``
-multiply-adds, and above), interleaved, on one thread, and a class goes to oneMKL only where its median sum
-is at least ``MIN_GAIN`` times faster; else OpenBLAS keeps it. The margin is measured too: on the AMD EPYC
-the products alone ran 1.12–1.14× faster in oneMKL (the large class, three first-use timings), yet the
-kernels that make them ran slower with oneMKL (``bench_engines.py``, 1 thread: the LSTM at (35, 20, 200, 200)
-15.6 → 17.4 ms, slower than PyTorch; GRU (100, 64, 88, 256) 123 → 133 ms; the RNN 10% faster), so a gain
-that small does not survive the kernels' context; on the Intel Xeon the products gained 1.2–1.5×. The
-timings are kept per machine (processor, both libraries' versions) in ``<cache>/blas.json``, so a process
-reads them instead of timing again.
+under it. No vendor rule is safe, so the choice is a measurement, and of the products in their context: at
+first use each provider runs a few recurrences of each class (``TIMED``: T steps of a forward product
+(m×H)·(H×gH) and its backward (m×gH)·(gH×H), each step's input written by the pass over the previous product,
+as in the kernels; the classes are ``kernel_blas``'s, at most ``SMALL_PRODUCT`` multiply-adds and above),
+interleaved, on one thread, and each class goes to the faster median; OpenBLAS keeps a tie. Timed alone, the
+same products misled: on the AMD EPYC the large class ran 1.12–1.14× faster in oneMKL called back to back on
+unchanging inputs, yet the kernels ran slower with it (``bench_engines.py``, 1 thread: the LSTM at (35, 20,
+200, 200) 15.6 → 17.4 ms, slower than PyTorch; GRU (100, 64, 88, 256) 123 → 133 ms), and in a recurrence
+oneMKL took 1.01–1.52× OpenBLAS's time at every shape tried. The timings are kept per machine (processor, both
+libraries' versions) in ``<cache>/blas.json``, so a process reads them instead of timing again.
 
 ``RNNLAB_BLAS`` overrides it: ``openblas`` (today's bits: every product as before), ``mkl`` (both classes;
 an error where the package is missing), or ``auto`` (the default: the measured choice where ``mkl`` is
@@ -37,7 +37,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import llvmlite.binding as llvm
 import numpy as np
+from numba import njit, types
 from threadpoolctl import threadpool_limits
 
 from rnnlab.files import atomic_write
@@ -46,17 +48,17 @@ from rnnlab.machine import cache_dir, processor_name
 ENV = "RNNLAB_BLAS"
 MODES = ("auto", "openblas", "mkl")
 CLASSES = ("small", "large")
-# (m, k, n) per class: the recurrent products of the study models and the cell benchmark, forward and backward
-TIMED = {"small": ((20, 50, 200), (32, 40, 160), (1, 150, 600), (64, 34, 136), (20, 200, 200)),
-         "large": ((20, 200, 800), (20, 800, 200), (64, 256, 1024), (64, 1024, 256))}
-MIN_GAIN = 1.2              # oneMKL takes a class only this many times faster than OpenBLAS (module docstring)
-REPEATS = 5                 # interleaved rounds; each round times every shape on both providers
-ROUND_SECONDS = 0.004       # per shape and provider in a round: calls enough to fill it
+# (batch m, hidden H, gates g) per class: recurrences of the study models and the cell benchmark, whose forward
+# (m×H)·(H×gH) and backward (m×gH)·(gH×H) products both fall in the class
+TIMED = {"small": ((5, 50, 4), (20, 50, 4), (32, 40, 3), (20, 200, 1), (32, 18, 4)),
+         "large": ((20, 200, 4), (20, 200, 3), (64, 256, 4))}
+REPEATS = 5                 # interleaved rounds; each round times every recurrence on both providers
+ROUND_SECONDS = 0.01        # per recurrence and provider in a round: steps enough to fill it
 MKL_CBWR_AUTO, MKL_CBWR_STRICT = 2, 0x10000
 CACHE_FILE = "blas.json"
-GEMM = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                        ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                        ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
+_SIGNATURE = types.void(types.int32, types.int32, types.int32, types.int64, types.int64, types.int64, types.float32,
+                        types.uintp, types.int64, types.uintp, types.int64, types.float32, types.uintp, types.int64)
+TIMED_GEMM = {p: types.ExternalFunction(f"rnnlab_timed_sgemm_{p}", _SIGNATURE) for p in ("openblas", "mkl")}
 
 
 @dataclass(frozen=True)
@@ -137,50 +139,87 @@ def choose(openblas: dict[str, int], mkl: dict[str, int], versions: dict[str, st
 
 
 def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
-    """Each class's provider from its timings: oneMKL where OpenBLAS takes ``MIN_GAIN`` times as long or more."""
-    return {c: "mkl" if timings[c]["openblas"] >= MIN_GAIN * timings[c]["mkl"] else "openblas" for c in CLASSES}
+    """Each class's provider from its timings: oneMKL where it took less time, else OpenBLAS (a tie too)."""
+    return {c: "mkl" if timings[c]["mkl"] < timings[c]["openblas"] else "openblas" for c in CLASSES}
 
 
 def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int]) -> dict:
-    """Seconds per class and provider: the median over ``REPEATS`` interleaved rounds of the per-call time
-    summed over the class's shapes, float32, one thread (CPU time of this thread)."""
-    calls = {name: GEMM(address) for name, address in sgemm.items()}
+    """Seconds per class and provider: the median over ``REPEATS`` interleaved rounds of the per-step time
+    summed over the class's recurrences (``TIMED``), float32, one thread (CPU time of this thread). OpenBLAS's
+    products are split as the kernels split them (``openblas_blocks``)."""
+    register_timed(sgemm)
+    loops = {p: _recurrence(TIMED_GEMM[p]) for p in sgemm}
     rng = np.random.default_rng(0)
-    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in calls} for c in CLASSES}
+    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in loops} for c in CLASSES}
     with threadpool_limits(1):
         cases = []
         for c in CLASSES:
-            for m, k, n in TIMED[c]:
-                a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
-                cases.append((c, m, k, n, a, b, np.empty((m, n), np.float32)))
+            for m, H, g in TIMED[c]:
+                w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
+                steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
+                widths = {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
+                          else (0, 0) for p in loops}
+                cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps, widths))
+        for p, loop in loops.items():      # compiled before the clock starts
+            _, m, H, g, w, wt, _, widths = cases[0]
+            loop(*_buffers(m, H, g), w, wt, 1, *widths[p])
         for _ in range(REPEATS):
-            spent = {(c, p): 0.0 for c in CLASSES for p in calls}
-            for c, m, k, n, a, b, out in cases:
-                reps = max(1, int(ROUND_SECONDS * 50e9 / (2 * m * n * k)))
-                for p, gemm in calls.items():
-                    width = openblas_blocks(m, n, k) if p == "openblas" else 0
+            spent = {(c, p): 0.0 for c in CLASSES for p in loops}
+            for c, m, H, g, w, wt, steps, widths in cases:
+                for p, loop in loops.items():
+                    buffers = _buffers(m, H, g)
                     started = time.thread_time()
-                    for _ in range(reps):
-                        _multiply(gemm, m, k, n, a, b, out, width)
-                    spent[c, p] += (time.thread_time() - started) / reps
+                    loop(*buffers, w, wt, steps, *widths[p])
+                    spent[c, p] += (time.thread_time() - started) / steps
             for (c, p), seconds in spent.items():
                 rounds[c][p].append(seconds)
     return {c: {p: statistics.median(v) for p, v in by.items()} for c, by in rounds.items()}
 
 
-def _multiply(gemm, m: int, k: int, n: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, width: int) -> None:
-    """out = a · b (row-major float32) in one call, or as the kernels split it: blocks of ``width`` along the
-    longer of n and k."""
-    pa, pb, po = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    if not width:
-        gemm(101, 111, 111, m, n, k, 1.0, pa, k, pb, n, 0.0, po, n)
+def register_timed(sgemm: dict[str, int]) -> None:
+    """Each provider's sgemm under the name the timing's loops call (``TIMED_GEMM``)."""
+    for provider, address in sgemm.items():
+        llvm.add_symbol(f"rnnlab_timed_sgemm_{provider}", address)
+
+
+def _buffers(m: int, H: int, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.full((m, H), 0.5, np.float32), np.empty((m, g * H), np.float32), np.empty((m, H), np.float32)
+
+
+def _recurrence(gemm):
+    """A compiled recurrence over one provider's sgemm: each step a forward product, a pass that writes the next
+    input from it, the backward product, and a pass over its result, as the kernels' loops run them."""
+    @njit
+    def loop(h, a, dh, w, wt, steps, forward_width, backward_width):   # pragma: no cover - compiled
+        m, k = h.shape
+        n = w.shape[1]
+        for _ in range(steps):
+            split_product(gemm, m, k, n, h.ctypes.data, w.ctypes.data, a.ctypes.data, forward_width)
+            for i in range(m):
+                for j in range(k):
+                    h[i, j] = np.tanh(a[i, j] * np.float32(0.05))
+            split_product(gemm, m, n, k, a.ctypes.data, wt.ctypes.data, dh.ctypes.data, backward_width)
+            for i in range(m):
+                for j in range(k):
+                    h[i, j] = np.float32(0.5) * h[i, j] + np.tanh(dh[i, j] * np.float32(0.01))
+    return loop
+
+
+@njit(inline="always")
+def split_product(gemm, m, k, n, a, b, out, width):     # pragma: no cover - compiled
+    """out = a · b through ``gemm`` (row-major float32 (m×k)·(k×n) at these addresses): whole (width 0), or in
+    blocks of ``width`` along the longer of n and k, column blocks of b and out (each entry still one sum over
+    all of k) or blocks of k added into out in order. The kernels' large products and the timing both call it."""
+    one, zero = np.float32(1.0), np.float32(0.0)
+    if width == 0:
+        gemm(101, 111, 111, m, n, k, one, a, k, b, n, zero, out, n)
     elif n >= k:
         for start in range(0, n, width):
-            gemm(101, 111, 111, m, min(width, n - start), k, 1.0, pa, k, pb + 4 * start, n, 0.0, po + 4 * start, n)
+            gemm(101, 111, 111, m, min(width, n - start), k, one, a, k, b + 4 * start, n, zero, out + 4 * start, n)
     else:
         for start in range(0, k, width):
-            gemm(101, 111, 111, m, n, min(width, k - start), 1.0, pa + 4 * start, k, pb + 4 * start * n, n,
-                 0.0 if start == 0 else 1.0, po, n)
+            gemm(101, 111, 111, m, n, min(width, k - start), one, a + 4 * start, k, b + 4 * start * n, n,
+                 zero if start == 0 else one, out, n)
 
 
 def _read_cache(path: Path) -> dict[str, Any]:

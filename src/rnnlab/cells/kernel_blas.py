@@ -45,7 +45,7 @@ from numba import carray, cfunc, types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
-from rnnlab.cells.blas_provider import CLASSES, choose, mkl_gemm, mkl_library, requested_mode
+from rnnlab.cells.blas_provider import CLASSES, choose, mkl_gemm, mkl_library, requested_mode, split_product
 from rnnlab.compile import kernel
 
 ROW_MAJOR, NO_TRANS = 101, 111
@@ -216,15 +216,7 @@ def _sgemm_in_blocks(m, n, k, a, b, out):
     if m * n * k <= SMALL_PRODUCT:     # leading dimensions ≥ 1 even for empty matrices, as oneMKL requires
         _SGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a, max(k, 1), b, max(n, 1), zero, out, max(n, 1))
         return
-    width = block_width_now(m, n, k)
-    if n >= k:       # column blocks of b and out: each entry is still one sum over all of k
-        for start in range(0, n, width):
-            _SGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, min(width, n - start), k, one, a, k, b + 4 * start, n,
-                         zero, out + 4 * start, n)
-    else:            # blocks of k, added into out in order
-        for start in range(0, k, width):
-            _SGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, min(width, k - start), one, a + 4 * start, k,
-                         b + 4 * start * n, n, zero if start == 0 else one, out, n)
+    split_product(_SGEMM_LARGE, m, k, n, a, b, out, block_width_now(m, n, k))
 
 
 def kernel_matmul(a, b, out):
