@@ -39,9 +39,10 @@ from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import njit, types
+from numba import types
 from threadpoolctl import threadpool_limits
 
+from rnnlab.compile import inline, kernel
 from rnnlab.files import atomic_write
 from rnnlab.machine import cache_dir, processor_name
 
@@ -59,6 +60,7 @@ CACHE_FILE = "blas.json"
 _SIGNATURE = types.void(types.int32, types.int32, types.int32, types.int64, types.int64, types.int64, types.float32,
                         types.uintp, types.int64, types.uintp, types.int64, types.float32, types.uintp, types.int64)
 TIMED_GEMM = {p: types.ExternalFunction(f"rnnlab_timed_sgemm_{p}", _SIGNATURE) for p in ("openblas", "mkl")}
+_OPENBLAS_TIMED, _MKL_TIMED = TIMED_GEMM["openblas"], TIMED_GEMM["mkl"]
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,9 @@ def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, i
     summed over the class's recurrences (``TIMED``), float32, one thread (CPU time of this thread). OpenBLAS's
     products are split as the kernels split them (``openblas_blocks``)."""
     register_timed(sgemm)
-    loops = {p: _recurrence(TIMED_GEMM[p]) for p in sgemm}
+    providers = list(sgemm)
     rng = np.random.default_rng(0)
-    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in loops} for c in CLASSES}
+    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in providers} for c in CLASSES}
     with threadpool_limits(1):
         cases = []
         for c in CLASSES:
@@ -158,18 +160,18 @@ def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, i
                 w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
                 steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
                 widths = {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
-                          else (0, 0) for p in loops}
+                          else (0, 0) for p in providers}
                 cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps, widths))
-        for p, loop in loops.items():      # compiled before the clock starts
+        for p in providers:      # compiled before the clock starts
             _, m, H, g, w, wt, _, widths = cases[0]
-            loop(*_buffers(m, H, g), w, wt, 1, *widths[p])
+            _recurrence(*_buffers(m, H, g), w, wt, 1, *widths[p], p == "mkl")
         for _ in range(REPEATS):
-            spent = {(c, p): 0.0 for c in CLASSES for p in loops}
+            spent = {(c, p): 0.0 for c in CLASSES for p in providers}
             for c, m, H, g, w, wt, steps, widths in cases:
-                for p, loop in loops.items():
+                for p in providers:
                     buffers = _buffers(m, H, g)
                     started = time.thread_time()
-                    loop(*buffers, w, wt, steps, *widths[p])
+                    _recurrence(*buffers, w, wt, steps, *widths[p], p == "mkl")
                     spent[c, p] += (time.thread_time() - started) / steps
             for (c, p), seconds in spent.items():
                 rounds[c][p].append(seconds)
@@ -186,26 +188,33 @@ def _buffers(m: int, H: int, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.full((m, H), 0.5, np.float32), np.empty((m, g * H), np.float32), np.empty((m, H), np.float32)
 
 
-def _recurrence(gemm):
-    """A compiled recurrence over one provider's sgemm: each step a forward product, a pass that writes the next
-    input from it, the backward product, and a pass over its result, as the kernels' loops run them."""
-    @njit
-    def loop(h, a, dh, w, wt, steps, forward_width, backward_width):   # pragma: no cover - compiled
-        m, k = h.shape
-        n = w.shape[1]
-        for _ in range(steps):
-            split_product(gemm, m, k, n, h.ctypes.data, w.ctypes.data, a.ctypes.data, forward_width)
-            for i in range(m):
-                for j in range(k):
-                    h[i, j] = np.tanh(a[i, j] * np.float32(0.05))
-            split_product(gemm, m, n, k, a.ctypes.data, wt.ctypes.data, dh.ctypes.data, backward_width)
-            for i in range(m):
-                for j in range(k):
-                    h[i, j] = np.float32(0.5) * h[i, j] + np.tanh(dh[i, j] * np.float32(0.01))
-    return loop
+@kernel
+def _recurrence(h, a, dh, w, wt, steps, forward_width, backward_width, use_mkl):   # pragma: no cover - compiled
+    """A recurrence over one provider's sgemm (oneMKL's with ``use_mkl``): each step a forward product, a pass
+    that writes the next input from it, the backward product, and a pass over its result, as the kernels' loops
+    run them."""
+    m, k = h.shape
+    n = w.shape[1]
+    for _ in range(steps):
+        _timed_product(use_mkl, m, k, n, h.ctypes.data, w.ctypes.data, a.ctypes.data, forward_width)
+        for i in range(m):
+            for j in range(k):
+                h[i, j] = np.tanh(a[i, j] * np.float32(0.05))
+        _timed_product(use_mkl, m, n, k, a.ctypes.data, wt.ctypes.data, dh.ctypes.data, backward_width)
+        for i in range(m):
+            for j in range(k):
+                h[i, j] = np.float32(0.5) * h[i, j] + np.tanh(dh[i, j] * np.float32(0.01))
 
 
-@njit(inline="always")
+@inline
+def _timed_product(use_mkl, m, k, n, a, b, out, width):     # pragma: no cover - compiled
+    if use_mkl:
+        split_product(_MKL_TIMED, m, k, n, a, b, out, width)
+    else:
+        split_product(_OPENBLAS_TIMED, m, k, n, a, b, out, width)
+
+
+@inline
 def split_product(gemm, m, k, n, a, b, out, width):     # pragma: no cover - compiled
     """out = a · b through ``gemm`` (row-major float32 (m×k)·(k×n) at these addresses): whole (width 0), or in
     blocks of ``width`` along the longer of n and k, column blocks of b and out (each entry still one sum over
