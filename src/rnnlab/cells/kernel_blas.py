@@ -5,7 +5,7 @@ an AMD EPYC (1 thread, CPU time), the per-step recurrent product (20×200)·(200
 and of the cell benchmark took 105 µs there (SciPy's OpenBLAS 0.3.30, 61 GFLOP/s) and 78 µs in the
 OpenBLAS NumPy ships (0.3.31, 82 GFLOP/s); (64×256)·(256×1024), (8×34)·(34×136) and (20×50)·(50×200)
 took the same time in both. So the kernels multiply with ``kernel_matmul``, which calls ILP64
-``cblas_?gemm`` under the names ``rnnlab_cblas_sgemm`` and ``rnnlab_cblas_dgemm``. This module
+``cblas_?gemm`` under the names ``rnnlab_cblas_?gemm_small`` and ``rnnlab_cblas_?gemm_large``. This module
 registers those names with LLVM when it is imported: NumPy's OpenBLAS where threadpoolctl finds it
 with that interface, else a compiled ``np.dot`` with the same signature (SciPy's BLAS, as before).
 Kernels cached on disk name the symbols, not an address, so they link in every process.
