@@ -1,7 +1,8 @@
-"""The providers of the Numba kernels' per-step products (``cells/blas_provider.py``): the choice follows
-``RNNLAB_BLAS``, ``auto`` takes the faster measured provider per shape class and keeps it per machine, both
-providers multiply as NumPy does, and the kernels' own checks (finite differences, float64 parity with the NumPy
-engine, the product tests) pass under oneMKL in a process of their own."""
+"""The providers of the Numba kernels' per-step products and of the readout's (``cells/blas_provider.py``): the
+choice follows ``RNNLAB_BLAS``, ``auto`` takes the faster measured provider per shape class and keeps it per
+machine, both providers multiply as NumPy does, and the kernels' own checks (finite differences, float64 parity
+with the NumPy engine, the product tests) and the gradient checks through the readout pass under oneMKL in a
+process of their own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rnnlab.cells import blas_provider
 
@@ -52,7 +55,8 @@ def test_a_fixed_mode_or_a_missing_onemkl_times_nothing(monkeypatch):
     choose = blas_provider.choose
     monkeypatch.setenv("RNNLAB_BLAS", "auto")
     alone = choose(OPENBLAS, {}, {"openblas": VERSIONS["openblas"]}, lambda m, n, k: 0)
-    assert alone.providers == {"small": "openblas", "large": "openblas"} and "oneMKL not installed" in alone.describe()
+    assert alone.providers == dict.fromkeys(("small", "large", "readout"), "openblas")
+    assert "oneMKL not installed" in alone.describe()
     monkeypatch.setenv("RNNLAB_BLAS", "openblas")
     assert set(choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0).providers.values()) == {"openblas"}
     monkeypatch.setenv("RNNLAB_BLAS", "mkl")
@@ -71,11 +75,13 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
 
     def timings(sgemm, blocks):
         timed.append(sgemm)
-        return {"small": {"openblas": 1.0, "mkl": 2.0}, "large": {"openblas": 2.0, "mkl": 1.5}}
+        return {"small": {"openblas": 1.0, "mkl": 2.0}, "large": {"openblas": 2.0, "mkl": 1.5},
+                "readout": {"openblas": 3.0, "mkl": 3.5}}
 
     monkeypatch.setattr(blas_provider, "time_providers", timings)
     first = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
-    assert first.providers == {"small": "openblas", "large": "mkl"} and timed == [{"openblas": 1, "mkl": 3}]
+    assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas"}
+    assert timed == [{"openblas": 1, "mkl": 3}]
     assert "timed here on" in first.describe()
     kept = json.loads((tmp_path / "blas.json").read_text())
     assert len(kept) == 1 and next(iter(kept.values()))["timings"] == first.timings
@@ -88,12 +94,18 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 3 and len(json.loads((tmp_path / "blas.json").read_text())) == 1   # rewritten whole
 
-    close = {"small": {"openblas": 1.0, "mkl": 1.0}, "large": {"openblas": 0.99, "mkl": 1.0}}
-    assert blas_provider.faster(close) == {"small": "openblas", "large": "openblas"}     # a tie keeps OpenBLAS
+    close = {"small": {"openblas": 1.0, "mkl": 1.0}, "large": {"openblas": 0.99, "mkl": 1.0},
+             "readout": {"openblas": 2.0, "mkl": 2.0}}
+    assert set(blas_provider.faster(close).values()) == {"openblas"}                   # a tie keeps OpenBLAS
     assert blas_provider.faster({**close, "large": {"openblas": 1.01, "mkl": 1.0}})["large"] == "mkl"
     (tmp_path / "blas.json").write_text(json.dumps({next(iter(kept)): {"providers": {}, "measured": "x"}}))
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 4                                   # an entry without every timing is measured again
+    older = {key: {**entry, "timings": {c: entry["timings"][c] for c in ("small", "large")}}
+             for key, entry in json.loads((tmp_path / "blas.json").read_text()).items()}
+    (tmp_path / "blas.json").write_text(json.dumps(older))
+    blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
+    assert len(timed) == 5                                   # timings from before the readout class: again
 
 
 def _addresses() -> dict[str, int]:
@@ -137,23 +149,106 @@ def test_the_timing_measures_both_providers_on_every_class(monkeypatch):
     assert set(timings) == set(blas_provider.CLASSES)
     assert all(set(by) == {"openblas", "mkl"} and min(by.values()) > 0 for by in timings.values())
     assert all(timings["large"][p] > timings["small"][p] for p in ("openblas", "mkl"))   # ~10× the work a step
+    assert all(timings["readout"][p] > timings["large"][p] for p in ("openblas", "mkl"))  # PTB's: ~10³× the work
+
+
+def _operands(draw_shape, dtype, transposed_a, transposed_b):
+    m, k, n = draw_shape
+    rng = np.random.default_rng(m * 10_000 + k * 100 + n)
+    a = rng.standard_normal((k, m)).T if transposed_a else rng.standard_normal((m, k))
+    b = rng.standard_normal((n, k)).T if transposed_b else rng.standard_normal((k, n))
+    return a.astype(dtype), b.astype(dtype)
+
+
+@needs_mkl
+@settings(max_examples=60, deadline=None)
+@given(shape=st.tuples(*[st.integers(0, 40)] * 3), dtype=st.sampled_from([np.float32, np.float64]),
+       transposed_a=st.booleans(), transposed_b=st.booleans())
+def test_onemkl_multiplies_as_numpy_in_either_layout(shape, dtype, transposed_a, transposed_b):
+    """``blas_matmul`` (the readout's products in oneMKL) against NumPy's product in float64: C-contiguous operands
+    and transposed ones (passed as transposed, not copied), empty ones included."""
+    lib, _ = blas_provider.mkl_library()
+    kind = "s" if dtype == np.float32 else "d"
+    gemm = blas_provider.gemm_function(blas_provider.mkl_gemm(lib)[kind], dtype)
+    a, b = _operands(shape, dtype, transposed_a, transposed_b)
+    got = blas_provider.blas_matmul(gemm, a, b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.shape == exact.shape and got.dtype == dtype and got.flags.c_contiguous
+    scale = (np.abs(a).max(initial=0) * np.abs(b).max(initial=0)) * max(shape[1], 1)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=(1e-6 if dtype == np.float32 else 1e-14) * max(scale, 1))
+
+
+def test_a_strided_operand_is_refused_by_name():
+    a = np.ones((6, 4))[::2]
+    with pytest.raises(ValueError, match=r"expected a C- or F-contiguous matrix, got strides \(64, 8\)"):
+        blas_provider.blas_matmul(lambda *args: None, a, np.ones((4, 2)))
+    assert not blas_provider.is_operand(a) and not blas_provider.is_operand(np.ones((2, 2, 2)))
+
+
+def test_the_readout_products_are_numpys_own_where_openblas_serves_them():
+    """Under OpenBLAS (the suite's pinned provider) the readout's products are NumPy's ``@``, bit for bit."""
+    from rnnlab.cells import kernel_blas
+
+    if kernel_blas.CHOICE.providers["readout"] != "openblas":
+        pytest.skip(f"oneMKL serves the readout here ({kernel_blas.CHOICE.describe()})")
+    assert not kernel_blas._READOUT_GEMM
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        h, w = rng.standard_normal((70, 20)).astype(dtype), rng.standard_normal((20, 300)).astype(dtype)
+        assert np.array_equal(kernel_blas.readout_matmul(h, w), h @ w)
+        assert np.array_equal(kernel_blas.readout_matmul(h.T, h), h.T @ h)
+
+
+@needs_mkl
+def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(monkeypatch):
+    from rnnlab.cells import kernel_blas
+    from rnnlab.layers import Linear
+
+    lib, _ = blas_provider.mkl_library()
+    addresses = blas_provider.mkl_gemm(lib)
+    monkeypatch.setattr(kernel_blas, "_READOUT_GEMM", {
+        np.dtype(d): blas_provider.gemm_function(addresses[kind], d) for kind, d in (("s", np.float32),
+                                                                                        ("d", np.float64))})
+    served = []
+    real = kernel_blas.blas_matmul
+    monkeypatch.setattr(kernel_blas, "blas_matmul", lambda gemm, a, b: served.append(a.shape) or real(gemm, a, b))
+    rng = np.random.default_rng(4)
+    layer = Linear(20, 30, seed=0)
+    h, dy = rng.standard_normal((5, 7, 20)), rng.standard_normal((5, 7, 30))
+    y, saved = layer.forward(h)
+    grads, dh = layer.backward(dy, saved)
+    assert served == [(35, 20), (20, 35), (35, 30)]                 # forward, dW = hᵀ·dy, dh = dy·Wᵀ
+    rows = h.reshape(-1, 20)
+    np.testing.assert_allclose(y.reshape(-1, 30), rows @ layer.params["W"] + layer.params["b"], atol=1e-12)
+    np.testing.assert_allclose(grads["W"], rows.T @ dy.reshape(-1, 30), atol=1e-12)
+    np.testing.assert_allclose(dh, (dy.reshape(-1, 30) @ layer.params["W"].T).reshape(h.shape), atol=1e-12)
+    served.clear()
+    strided, stacked = rows[::2], rng.standard_normal((2, 3, 20))
+    for a, b in ((strided, layer.params["W"]), (stacked, layer.params["W"]),
+                 (rows.astype(np.float32), layer.params["W"]), (rows, [[1.0] * 30] * 20)):
+        np.testing.assert_allclose(kernel_blas.readout_matmul(a, b), a @ np.asarray(b), rtol=1e-6)
+    assert served == []                                  # strided, 3-d, mixed dtypes, lists: NumPy's product
 
 
 @pytest.mark.slow
 @needs_mkl
 def test_the_kernels_checks_pass_with_onemkl_serving_every_product(tmp_path):
     """The engine tests that exercise the kernels' products (finite differences, float64 agreement with the NumPy
-    engine at small and large products, the product and thread tests), rerun with ``RNNLAB_BLAS=mkl``. The kernels'
-    machine code names the product's symbol, not its provider, so the compiled kernels are shared."""
+    engine at small and large products, the product and thread tests), and the gradient and PyTorch-parity tests
+    through the readout, rerun with ``RNNLAB_BLAS=mkl``. The kernels' machine code names the product's symbol, not
+    its provider, so the compiled kernels are shared."""
     env = {**os.environ, "RNNLAB_BLAS": "mkl", "RNNLAB_CACHE_DIR": str(tmp_path)}
     script = ("from rnnlab.cells import kernel_blas as k; assert set(k.CHOICE.providers.values()) == {'mkl'}; "
               "assert k._MKL_SERVES and not k.splits_products(); print(k.blas_description())")
     shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
     assert shown.returncode == 0, shown.stderr
-    assert "small products in mkl, large products in mkl (RNNLAB_BLAS=mkl)" in shown.stdout
+    assert "small products in mkl, large products in mkl, readout products in mkl (RNNLAB_BLAS=mkl)" in shown.stdout
     chosen = ("kernels_product or finite_differences or agree_with_the_reference or split or float32 or "
               "threads_granted or large_products")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
-                          "tests/test_engines.py", "-k", chosen], env=env, capture_output=True, text=True, cwd=ROOT)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "[100%]" in run.stdout and "F" not in run.stdout.split("[100%]")[0]
+    through_readout = "full_bptt or losses_match or forward_and_gradients or masks_match"
+    for files, selected in ((["tests/test_engines.py"], chosen),
+                            (["tests/test_gradcheck.py", "tests/test_torch_parity.py"], through_readout)):
+        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", *files,
+                              "-k", selected], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        assert "[100%]" in run.stdout and "F" not in run.stdout.split("[100%]")[0]

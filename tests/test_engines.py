@@ -480,7 +480,7 @@ def test_the_benchmarks_blas_line_names_the_library_its_kernels_and_whose_blas_t
     from rnnlab.cells import kernel_blas
 
     line = kernel_blas.blas_description()
-    assert f"per-step products: {kernel_blas.CHOICE.describe()}, the large ones " in line
+    assert f"the products: {kernel_blas.CHOICE.describe()}, the kernels' large ones " in line
     assert ("(OpenBLAS: SciPy's)" in line) == (kernel_blas.SOURCE == "scipy" and not kernel_blas._MKL_SERVES)
     assert ("split under the small-matrix bound" in line) == kernel_blas.splits_products()
     ours, _ = kernel_blas.blas_libraries()

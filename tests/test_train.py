@@ -442,7 +442,8 @@ def test_a_checkpoint_runs_on_another_engine_with_the_same_numbers(tmp_path):
     assert saved["run"]["settings"]["engine"] == "numba"            # the training default
     blas = saved["run"]["blas"]                                      # RNNLAB_BLAS=openblas, as the suite pins it
     assert blas["mode"] == "openblas" and set(blas["providers"].values()) == {"openblas"}
-    assert "the kernels' products: small products in openblas, large products in openblas" in trained.stderr
+    assert "BLAS products: small products in openblas, large products in openblas, readout products in openblas" \
+        in trained.stderr
     assert saved["run"]["settings"]["task_options"] == {"n_train": 64, "n_dev": 32, "n_test": 32}
     checkpoint = str(tmp_path / "run" / "checkpoint.npz")
     for engine in ("numpy", "numba"):

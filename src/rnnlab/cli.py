@@ -200,7 +200,7 @@ def _train_into(args: argparse.Namespace, settings: dict[str, Any], out: Path, b
     task, model = built or build(settings)
     config = train_config(settings, progress=not args.quiet)
     print(f"{task.name}: {model!r} → {out}", file=sys.stderr)
-    print(f"the kernels' products: {CHOICE.describe()}", file=sys.stderr)
+    print(f"BLAS products: {CHOICE.describe()}", file=sys.stderr)
     try:
         result = fit(model, task.splits["train"], task.splits.get("dev"), task.splits.get("test"), config, out,
                      resume=args.resume, run_info=run_record(settings, task), task_metrics=task.task_metrics)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.cells.kernel_blas import readout_matmul
 from rnnlab.common import check_dtype, check_positive_int, scatter_add
 from rnnlab.init import check_scheme, init_bias, init_weight
 
@@ -80,7 +81,7 @@ class Linear:
 def linear(p: dict, h):
     """Pure: y = h W (+ b), for any leading axes; NumPy or JAX arrays."""
     # one (T·B, in) matrix product: NumPy runs a stacked (T, B, in) @ W as T small ones, up to 2× slower
-    y = (h.reshape(-1, h.shape[-1]) @ p["W"]).reshape(*h.shape[:-1], p["W"].shape[1])
+    y = readout_matmul(h.reshape(-1, h.shape[-1]), p["W"]).reshape(*h.shape[:-1], p["W"].shape[1])
     if "b" in p and isinstance(y, np.ndarray):   # the product is ours: add in place, no second (T·B, out) array
         y += p["b"]
         return y
@@ -90,10 +91,10 @@ def linear(p: dict, h):
 def linear_backward(p: dict, h, dy):
     """Adjoint of ``linear``: (grads of W and b, dh)."""
     rows_h, rows_dy = h.reshape(-1, h.shape[-1]), dy.reshape(-1, dy.shape[-1])
-    grads = {"W": rows_h.T @ rows_dy}
+    grads = {"W": readout_matmul(rows_h.T, rows_dy)}
     if "b" in p:
         grads["b"] = rows_dy.sum(axis=0)
-    return grads, (rows_dy @ p["W"].T).reshape(h.shape)
+    return grads, readout_matmul(rows_dy, p["W"].T).reshape(h.shape)
 
 
 def last_valid_index(mask: Any, T: int, B: int, xp=np):

@@ -1,5 +1,6 @@
-"""Which BLAS runs the Numba kernels' per-step products: NumPy's OpenBLAS, or Intel's oneMKL where the
-``mkl`` package is installed (``pip install rnnlab[mkl]``), chosen per shape class by timing both here.
+"""Which BLAS runs the Numba kernels' per-step products and the readout's products: NumPy's OpenBLAS, or
+Intel's oneMKL where the ``mkl`` package is installed (``pip install rnnlab[mkl]``), chosen per shape class by
+timing both here.
 
 Measured on an Intel Xeon (AVX-512, 1 thread, median of 300 calls), oneMKL's ``cblas_sgemm`` ran the
 per-step products of the LSTM sizes where the kernels trailed PyTorch 1.2–1.5× faster than OpenBLAS 0.3.31
@@ -14,9 +15,12 @@ same products misled: on the AMD EPYC the large class ran 1.12–1.14× faster i
 unchanging inputs, yet the kernels ran slower with it (``bench_engines.py``, 1 thread: the LSTM at (35, 20,
 200, 200) 15.6 → 17.4 ms, slower than PyTorch; GRU (100, 64, 88, 256) 123 → 133 ms), and in a recurrence
 oneMKL took 1.01–1.52× OpenBLAS's time at every shape tried. The timings are kept per machine (processor, both
-libraries' versions) in ``<cache>/blas.json``, so a process reads them instead of timing again.
+libraries' versions) in ``<cache>/blas.json``, so a process reads them instead of timing again. The third
+class is the readout's three products over all T·B rows (``layers.linear`` and its adjoint: on the Intel Xeon
+53% of PTB's step), timed the same way as a model's step runs them (forward, the loss's pass, both backward
+products; ``TIMED_READOUT``): NumPy's ``@`` against oneMKL called through ctypes.
 
-``RNNLAB_BLAS`` overrides it: ``openblas`` (today's bits: every product as before), ``mkl`` (both classes;
+``RNNLAB_BLAS`` overrides it: ``openblas`` (today's bits: every product as before), ``mkl`` (every class;
 an error where the package is missing), or ``auto`` (the default: the measured choice where ``mkl`` is
 installed, else OpenBLAS without timing anything). oneMKL runs in its strict conditional-numerical-
 reproducibility mode, so that a product's bits do not depend on its arrays' alignment (a run and its
@@ -48,11 +52,16 @@ from rnnlab.machine import cache_dir, processor_name
 
 ENV = "RNNLAB_BLAS"
 MODES = ("auto", "openblas", "mkl")
-CLASSES = ("small", "large")
+KERNEL_CLASSES = ("small", "large")         # the Numba kernels' per-step products
+CLASSES = (*KERNEL_CLASSES, "readout")      # and the readout's products over all T·B rows (``readout_matmul``)
 # (batch m, hidden H, gates g) per class: recurrences of the study models and the cell benchmark, whose forward
 # (m×H)·(H×gH) and backward (m×gH)·(gH×H) products both fall in the class
 TIMED = {"small": ((5, 50, 4), (20, 50, 4), (32, 40, 3), (20, 200, 1), (32, 18, 4)),
          "large": ((20, 200, 4), (20, 200, 3), (64, 256, 4))}
+# (rows T·B, hidden H, outputs V) of the readouts whose products weigh in a step, at the studies' batches: PTB's
+# LSTM (20 × 20 rows, 10,000 words; on an Intel Xeon its readout products were 53% of the step) and the NLU
+# language model (51 × 100 rows, 2,000 words)
+TIMED_READOUT = ((400, 200, 10000), (5100, 50, 2000))
 REPEATS = 5                 # interleaved rounds; each round times every recurrence on both providers
 ROUND_SECONDS = 0.01        # per recurrence and provider in a round: steps enough to fill it
 MKL_CBWR_AUTO, MKL_CBWR_STRICT = 2, 0x10000
@@ -147,21 +156,25 @@ def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
 
 def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int]) -> dict:
     """Seconds per class and provider: the median over ``REPEATS`` interleaved rounds of the per-step time
-    summed over the class's recurrences (``TIMED``), float32, one thread (CPU time of this thread). OpenBLAS's
-    products are split as the kernels split them (``openblas_blocks``)."""
+    summed over the class's recurrences (``TIMED``) or readouts (``TIMED_READOUT``), float32, one thread (CPU time
+    of this thread). OpenBLAS's products are split as the kernels split them (``openblas_blocks``); its readout
+    products are NumPy's ``@``, as ``readout_matmul`` runs them."""
     register_timed(sgemm)
     providers = list(sgemm)
     rng = np.random.default_rng(0)
     rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in providers} for c in CLASSES}
     with threadpool_limits(1):
         cases = []
-        for c in CLASSES:
+        for c in KERNEL_CLASSES:
             for m, H, g in TIMED[c]:
                 w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
                 steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
                 widths = {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
                           else (0, 0) for p in providers}
                 cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps, widths))
+        readouts = [(rng.standard_normal((rows, H)).astype(np.float32),
+                     (rng.standard_normal((H, V)) * 0.05).astype(np.float32)) for rows, H, V in TIMED_READOUT]
+        readout_gemm = {p: None if p == "openblas" else gemm_function(sgemm[p], np.float32) for p in providers}
         for p in providers:      # compiled before the clock starts
             _, m, H, g, w, wt, _, widths = cases[0]
             _recurrence(*_buffers(m, H, g), w, wt, 1, *widths[p], p == "mkl")
@@ -173,9 +186,59 @@ def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, i
                     started = time.thread_time()
                     _recurrence(*buffers, w, wt, steps, *widths[p], p == "mkl")
                     spent[c, p] += (time.thread_time() - started) / steps
+            for h, w in readouts:
+                for p in providers:
+                    spent["readout", p] += _readout_step(readout_gemm[p], h, w)
             for (c, p), seconds in spent.items():
                 rounds[c][p].append(seconds)
     return {c: {p: statistics.median(v) for p, v in by.items()} for c, by in rounds.items()}
+
+
+def _readout_step(gemm: Callable | None, h: np.ndarray, w: np.ndarray) -> float:
+    """CPU seconds of one readout's three products as a model's step runs them: y = h·W, a pass over y (the
+    loss's), dW = hᵀ·dy and dh = dy·Wᵀ, through ``gemm`` (None: NumPy's ``@``, OpenBLAS)."""
+    multiply = (lambda a, b: a @ b) if gemm is None else (lambda a, b: blas_matmul(gemm, a, b))
+    started = time.thread_time()
+    dy = np.exp(multiply(h, w))
+    multiply(h.T, dy), multiply(dy, w.T)
+    return time.thread_time() - started
+
+
+def gemm_function(address: int, dtype: Any) -> Callable:
+    """A ctypes function over the ILP64 ``cblas_?gemm`` at ``address`` (float32: s, float64: d)."""
+    real = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
+    i64, pointer = ctypes.c_int64, ctypes.c_void_p
+    return ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, real, pointer, i64,
+                            pointer, i64, real, pointer, i64)(address)
+
+
+def blas_matmul(gemm: Callable, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b through ``gemm`` (``gemm_function``) for 2-d arrays of its dtype, each C-contiguous or the transpose of
+    one (F-contiguous: passed as a transposed operand, not copied)."""
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    if out.size == 0 or k == 0:
+        out[...] = 0
+        return out
+    (trans_a, lda), (trans_b, ldb) = _operand(a), _operand(b)
+    gemm(101, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 0.0, out.ctypes.data, n)
+    return out
+
+
+def is_operand(x: np.ndarray) -> bool:
+    """Whether ``blas_matmul`` takes ``x`` as it is: a matrix, C-contiguous or the transpose of such."""
+    return x.ndim == 2 and (x.flags.c_contiguous or x.flags.f_contiguous)
+
+
+def _operand(x: np.ndarray) -> tuple[int, int]:
+    """(cblas transpose flag, leading dimension) of a row-major operand: C-contiguous as it is, else the
+    transpose of a C-contiguous array."""
+    if x.flags.c_contiguous:
+        return 111, x.shape[1]
+    if x.flags.f_contiguous:
+        return 112, x.shape[0]
+    raise ValueError(f"expected a C- or F-contiguous matrix, got strides {x.strides} for shape {x.shape}")
 
 
 def register_timed(sgemm: dict[str, int]) -> None:

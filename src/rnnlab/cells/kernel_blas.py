@@ -45,14 +45,24 @@ from numba import carray, cfunc, types
 from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
-from rnnlab.cells.blas_provider import CLASSES, choose, mkl_gemm, mkl_library, requested_mode, split_product
+from rnnlab.cells.blas_provider import (
+    KERNEL_CLASSES,
+    blas_matmul,
+    choose,
+    gemm_function,
+    is_operand,
+    mkl_gemm,
+    mkl_library,
+    requested_mode,
+    split_product,
+)
 from rnnlab.compile import kernel
 
 ROW_MAJOR, NO_TRANS = 101, 111
 SMALL_PRODUCT = 1_000_000          # OpenBLAS's bound on M·N·K for its small-matrix sgemm kernels
 SMALL_KERNEL_FAMILIES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # the families that have them
 _NUMPY_DIR = Path(np.__file__).resolve().parent
-_MKL_SERVES = False        # whether oneMKL runs a class of the kernels' products (its threads then follow NumPy's)
+_MKL_SERVES = False        # whether oneMKL runs a class of products (its threads then follow NumPy's)
 
 
 def blas_libraries() -> tuple[list, list]:
@@ -162,7 +172,7 @@ CHOICE = choose(_ADDRESSES, _MKL_GEMM, {**({"openblas": _openblas_version()} if 
                 lambda m, n, k: _small_block_width(m, n, k) if _SPLITS else 0)
 _MKL_SERVES = "mkl" in CHOICE.providers.values()
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
-    for _class in CLASSES:
+    for _class in KERNEL_CLASSES:
         _served = _MKL_GEMM if CHOICE.providers[_class] == "mkl" else _ADDRESSES
         llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm_{_class}", _served.get(_kind) or _fallback(_dtype, _real))
 _SPLIT_ADDRESS = (_split_threads_address() if _ADDRESSES and CHOICE.providers["large"] == "openblas"
@@ -170,8 +180,21 @@ _SPLIT_ADDRESS = (_split_threads_address() if _ADDRESSES and CHOICE.providers["l
 llvm.add_symbol("rnnlab_split_threads", _SPLIT_ADDRESS)
 _SGEMM_SMALL, _SGEMM_LARGE, _DGEMM_SMALL, _DGEMM_LARGE = (
     types.ExternalFunction(f"rnnlab_cblas_{kind}gemm_{size}", _gemm_signature(real, types.uintp))
-    for kind, real in (("s", types.float32), ("d", types.float64)) for size in CLASSES)
+    for kind, real in (("s", types.float32), ("d", types.float64)) for size in KERNEL_CLASSES)
 _SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
+_READOUT_GEMM = ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d) for kind, d in (("s", np.float32), ("d", np.float64))}
+                 if CHOICE.providers["readout"] == "mkl" else {})
+
+
+def readout_matmul(a, b):
+    """a @ b for the readout's products over all T·B rows (``layers.linear`` and its adjoint), by the provider
+    chosen for them: NumPy's ``@`` (OpenBLAS: the same call and bits as before), or oneMKL's ``cblas_?gemm`` for
+    2-d NumPy float arrays of one dtype, each C-contiguous or a transposed one. Anything else (JAX arrays, other
+    layouts) is ``a @ b``."""
+    gemm = _READOUT_GEMM.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
+    if gemm is None or not (isinstance(b, np.ndarray) and b.dtype == a.dtype and is_operand(a) and is_operand(b)):
+        return a @ b
+    return blas_matmul(gemm, a, b)
 
 
 def splits_products() -> bool:
@@ -190,12 +213,12 @@ def _kernels_of(lib) -> str:
 def blas_description() -> str:
     """The BLAS libraries at work as a benchmark quotes them: NumPy's (library, version, the kernels it picked
     for this processor), oneMKL where it serves the kernels, and which provider runs each class of the Numba
-    kernels' per-step products."""
+    kernels' per-step products and of the readout's."""
     ours, _ = blas_libraries()
     libraries = ", ".join(f"{lib.internal_api} {lib.version} ({_kernels_of(lib)})"
                           for lib in ours) or "none found"
     split = "split under the small-matrix bound at 1 thread" if splits_products() else "whole"
-    return (f"BLAS: {libraries}; the kernels' per-step products: {CHOICE.describe()}, the large ones "
+    return (f"BLAS: {libraries}; the products: {CHOICE.describe()}, the kernels' large ones "
             f"{split} now" + ("" if SOURCE == "numpy" or _MKL_SERVES else " (OpenBLAS: SciPy's)"))
 
 

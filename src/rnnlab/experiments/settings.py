@@ -292,7 +292,7 @@ def jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_record(settings: dict[str, Any], task: Task | None) -> dict[str, Any]:
-    """What a run stores about what it ran: its settings, the BLAS that ran the kernels' products (provider per
+    """What a run stores about what it ran: its settings, the BLAS that ran the products (provider per
     shape class, how it was chosen, the libraries' versions), the task's facts (the sha256 of its data files
     among them; none for a run that failed before its task was built) and, for a cell named by file, that
     file's sha256."""
