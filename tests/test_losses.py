@@ -41,6 +41,18 @@ def test_the_fused_loss_is_the_pure_one_with_its_accuracy(seed, T, B, classes, m
     assert correct == ((logits.argmax(axis=-1) == targets) * w).sum()
 
 
+@pytest.mark.parametrize("fused, pure, targets", [
+    (softmax_cross_entropy_fused, softmax_cross_entropy_terms, np.zeros((3, 2), int)),
+    (sigmoid_cross_entropy_fused, sigmoid_binary_cross_entropy_terms, np.zeros((3, 2, 4)))])
+def test_a_batch_without_weight_gives_the_pure_functions_nan_not_an_exception(fused, pure, targets):
+    logits, w = np.random.default_rng(0).normal(size=(3, 2, 4)), np.zeros((3, 2))
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        ref_loss, ref_d = pure(logits, targets, w, np)
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        loss, dlogits = fused(logits, targets, w)[:2]
+    assert np.isnan(ref_loss) and np.isnan(loss) and np.isnan(ref_d).all() and np.isnan(dlogits).all()
+
+
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("positions", [(4,), (3, 2)])
 def test_the_fused_gradient_matches_finite_differences(positions, masked):
