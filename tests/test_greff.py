@@ -182,6 +182,19 @@ def test_the_arms_eta_is_the_rate_of_its_timed_trials():
     assert "no finished trial to time yet" in greff.remaining_cost([], 1800, 1)
 
 
+def test_the_arms_eta_counts_the_trials_of_later_rounds_already_stored(tmp_path):
+    """A resumed arm: after round 10 the line counts every trial of the final round the store holds."""
+    store = greff.TrialStore(tmp_path)
+    trials = greff.greff_sweep(20).trials()
+    first_round = {t.id for t in greff.greff_sweep(10).trials()}
+    early, later = ([t for t in trials if (t.id in first_round) == first] for first in (True, False))
+    assert len(early) == 90 and len(later) == 90
+    for t in [*early[:5], *later[:7]]:
+        store.store(t, {"status": "ok", "seconds": 36.0, "metrics": {}})
+    line = greff.remaining_cost(greff.stored_records(tmp_path, 20), 180, 2)
+    assert "12 of 180 trials stored, 100 per core-hour so far; the 168 left ≈ 1.7 core-hours" in line
+
+
 def test_the_published_arm_is_its_stored_trials_judged_and_rendered(no_importance):
     """docs/results/greff-jsb.md is its greff-jsb.json rendered, the JSON round-trips byte for byte, and the tests and
     words against V come again from the per-trial numbers it keeps (the importance, minutes of forests, aside)."""

@@ -34,7 +34,7 @@ from scipy import stats
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
-from rnnlab.experiments.sweeps import Sweep, importance_inputs, parse_sweep, run_sweep
+from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, run_sweep
 from rnnlab.files import read_json
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
@@ -147,8 +147,8 @@ def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, exe
         summary = run_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
                             progress=progress, command=command)
         if progress and samples < rounds[-1]:
-            print(remaining_cost(summary.records, len(VARIANTS) * rounds[-1], workers or cpu_cores()),
-                  file=sys.stderr, flush=True)
+            print(remaining_cost(stored_records(out, rounds[-1], quick), len(VARIANTS) * rounds[-1],
+                                 workers or cpu_cores()), file=sys.stderr, flush=True)
     judged = judge(summary.records)
     names = differs_from_paper(judged["comparisons"]) if check is None else list(check)
     matched = {}
@@ -159,6 +159,13 @@ def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, exe
         matched[name] = matched_check(name, judged["variants"], retrained, len(names))
     return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judged, matched=matched,
                         compute_seconds=sum(r["seconds"] or 0.0 for r in summary.records), command=command)
+
+
+def stored_records(out: str | Path, trials: int, quick: bool = False) -> list[dict[str, Any]]:
+    """The records OUT holds of the arm at ``trials`` per variant: a resumed arm has trials of later rounds stored
+    already, which a round's own records leave out."""
+    store = TrialStore(out)
+    return [r for r in (store.record(t) for t in greff_sweep(trials, quick).trials()) if r is not None]
 
 
 def remaining_cost(records: list[dict[str, Any]], total: int, workers: int) -> str:
