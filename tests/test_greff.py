@@ -74,6 +74,10 @@ def test_the_judge_decides_constructed_differences_as_built(no_importance):
     assert found["nothing lost"] == "holds" and found["critical parts"] == "holds"
     opposite = {f["finding"]: f["word"] for f in greff.judge(_records({"NOAF": -0.8}))["findings"]}
     assert opposite["critical parts"] == "does not hold"
+    helped = {f["finding"]: f for f in greff.judge(_records({"CIFG": -0.5}))["findings"]}["nothing lost"]
+    assert helped["words"] == {"CIFG": "better", "NP": "same"} and helped["word"] == "holds"   # cost nothing: not worse
+    hurt = {f["finding"]: f for f in greff.judge(_records({"CIFG": 0.5}))["findings"]}["nothing lost"]
+    assert hurt["words"]["CIFG"] == "worse" and hurt["word"] == "does not hold"
 
 
 def test_a_difference_the_trials_cannot_resolve_is_undecided_never_same(no_importance):

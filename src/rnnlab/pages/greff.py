@@ -182,7 +182,9 @@ def greff_page(results: GreffResults) -> Page:
         Paragraph(f"Decided on the best 10% of each variant's trials by validation NLL (the paper's main panel), "
                   f"by Welch's t-test against V with Bonferroni's correction for {TESTS} tests (the paper's test); "
                   f"'same' needs both one-sided Welch tests against ±{SAME_MARGIN:g} to reject, corrected alike "
-                  f"({WHY_MARGIN}); not significant is 'undecided', never 'same'. The learning rate's finding is read "
+                  f"({WHY_MARGIN}); not significant is 'undecided', never 'same'. 'Cost nothing' asks 'not worse': "
+                  "it holds when each variant is 'same' or 'better' and fails when one is 'worse'; 'hurts' holds when "
+                  "both are 'worse'. The learning rate's finding is read "
                   "from V's fANOVA shares: it holds when the learning rate's share stays above every other share and "
                   "the interactions over the refits."),
         Table(["finding", "word", "evidence"],
