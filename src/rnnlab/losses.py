@@ -38,12 +38,6 @@ def _mean(weighted_sum, w, xp, per=None):
     return weighted_sum.astype(xp.float64) / (w.sum() if per is None else per).astype(xp.float64)
 
 
-def _fused_mean(total: float, w: np.ndarray, per=None) -> np.float64:
-    """A fused pass's weighted sum over its denominator, divided as ``_mean`` divides: no weight at all gives
-    NaN (with NumPy's warning), as the pure functions do, not a ZeroDivisionError."""
-    return np.float64(total) / np.float64(w.sum() if per is None else per)
-
-
 def _per_position_scale(w, per=None):
     """The 1/N each position's gradient carries, (..., 1), in the weights' dtype."""
     return (w / (w.sum() if per is None else per.astype(w.dtype)))[..., None]
@@ -102,7 +96,7 @@ def softmax_cross_entropy_fused(logits: np.ndarray, targets: np.ndarray, w: np.n
     parts = split_rows(flat.shape[0], lambda a, b: _softmax_cross_entropy_rows(
         flat[a:b], targets[a:b], weights[a:b], scale[a:b], dlogits[a:b]), row_size=classes)
     total, correct = sum(t for t, _ in parts), sum(c for _, c in parts)
-    return _fused_mean(total, w, per), dlogits.reshape(logits.shape), correct
+    return _mean(np.float64(total), w, np, per), dlogits.reshape(logits.shape), correct
 
 
 def sigmoid_binary_cross_entropy_terms(logits, targets, w, xp=np, per=None):
@@ -145,7 +139,7 @@ def sigmoid_cross_entropy_fused(logits: np.ndarray, targets: np.ndarray, w: np.n
     weights, scale = np.ascontiguousarray(w, dtype=np.float64).reshape(-1), np.ascontiguousarray(scale)
     total = sum(split_rows(flat.shape[0], lambda a, b: _sigmoid_cross_entropy_rows(
         flat[a:b], targets[a:b], weights[a:b], scale[a:b], dlogits[a:b]), row_size=K))
-    return _fused_mean(total, w, per), dlogits.reshape(logits.shape)
+    return _mean(np.float64(total), w, np, per), dlogits.reshape(logits.shape)
 
 
 def squared_error_terms(outputs, targets, w, xp=np, per=None):
