@@ -301,3 +301,77 @@ def test_the_page_says_how_much_of_a_panels_difference_the_same_draws_leave():
     assert _whose(panel, {"word": "worse"}).startswith("the cell's") and _whose(panel, {"word": "same"}).startswith(
         "the draws'")
     assert _whose(panel, {"word": "better"}) == "not the panel's: at the same draws the variant is better"
+
+
+def _stored_arm(out, trials: int = 3) -> list:
+    """A store holding the arm's first ``trials`` per variant with made-up outcomes (a diverged one among them)."""
+    store = greff.TrialStore(out)
+    arm = greff.greff_sweep(trials).trials()
+    for i, t in enumerate(arm):
+        status = "diverged" if i == 4 else "ok"
+        metrics = {} if status != "ok" else {"dev_nll_per_step": 8.0 + i / 100, "test_nll_per_step": 8.1 + i / 100,
+                                             "num_params": 1000 + i, "epochs_run": 10 + i, "train_loss": 7.0}
+        store.store(t, {"status": status, "seconds": 30.0 + i, "metrics": metrics,
+                        "error": "loss not finite" if status != "ok" else ""})
+    return arm
+
+
+def test_saved_trials_restore_into_an_empty_store_as_the_same_judged_arm(tmp_path, capsys, no_importance):
+    """A new machine: the saved lines bring back every trial, unfinished ones too, and the arm judges the same;
+    a second restore adds nothing, and a stored trial is never replaced."""
+    _stored_arm(tmp_path / "old")
+    assert main(["greff", "--out", str(tmp_path / "old"), "--save-trials", str(tmp_path / "pub" / "t.jsonl")]) == 0
+    lines = (tmp_path / "pub" / "t.jsonl").read_text().splitlines()
+    assert len(lines) == 27 and json.loads(lines[4])["status"] == "diverged"
+    before = greff.judge(greff.stored_records(tmp_path / "old", 3))
+    assert greff.restore_trials(tmp_path / "new", [json.loads(x) for x in lines], "t.jsonl") == 27
+    after = greff.judge(greff.stored_records(tmp_path / "new", 3))
+    assert after["variants"] == before["variants"] and after["comparisons"] == before["comparisons"]
+    assert sum(v["not_finished"]["diverged"] for v in after["variants"].values()) == 1
+    changed = [dict(json.loads(x), test=99.0) for x in lines]
+    assert greff.restore_trials(tmp_path / "new", changed, "t.jsonl") == 0
+    assert greff.judge(greff.stored_records(tmp_path / "new", 3))["variants"] == before["variants"]
+
+
+def test_a_published_arm_restores_its_finished_trials(tmp_path, no_importance):
+    _stored_arm(tmp_path / "old")
+    results = greff.GreffResults(trials=3, quick=False, **greff.judge(greff.stored_records(tmp_path / "old", 3)))
+    (tmp_path / "greff-jsb.json").write_text(results.to_json())
+    assert main(["greff", "--out", str(tmp_path / "new"), "--restore", str(tmp_path / "greff-jsb.json"),
+                 "--save-trials", str(tmp_path / "t.jsonl")]) == 0
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 26          # the diverged one is only counted
+    restored = greff.stored_records(tmp_path / "new", 3)
+    assert greff.judge(restored)["variants"]["V"]["trials"] == results.variants["V"]["trials"]
+    assert {r["id"] for r in restored} < {t.id for t in greff.greff_sweep(3).trials()}
+
+
+def test_rows_that_are_no_trials_of_the_arm_are_refused_naming_the_row(tmp_path):
+    arm = _stored_arm(tmp_path / "old")
+    rows = greff.save_trials(tmp_path / "old")
+    for bad, message in (({"lr": 0.5}, "row 2 .*is no trial of the arm"),
+                         ({"id": "0123456789ab"}, "row 2 .*is no trial of the arm"),
+                         ({"variant": None}, "row 2 .*is no trial of the arm"),
+                         ({"hidden": None, "lr": None}, "row 2 .*is no trial")):
+        with pytest.raises(ValueError, match=message):
+            greff.restore_trials(tmp_path / "new", [rows[0], {**rows[1], **bad}], "t.jsonl")
+    with pytest.raises(ValueError, match=r"row 2 is not a trial of the arm \(no 'momentum'\)"):
+        greff.restore_trials(tmp_path / "new", [rows[0], {k: v for k, v in rows[1].items() if k != "momentum"}], "f")
+    with pytest.raises(ValueError, match="rows 1 and 3 are the same trial"):
+        greff.restore_trials(tmp_path / "new", [rows[0], rows[1], rows[0]], "t.jsonl")
+    assert not (tmp_path / "new").exists()
+    assert len(arm) == 27
+
+
+def test_restore_and_save_refuse_bad_files_and_quick_runs(tmp_path, capsys):
+    (tmp_path / "t.jsonl").write_text('{"variant": "V"}\nnot json\n')
+    for args, message in ((["--restore", str(tmp_path / "t.jsonl")], "t.jsonl, line 2: not JSON"),
+                          (["--restore", str(tmp_path / "none.jsonl")], "none.jsonl: no such file"),
+                          (["--quick", "--restore", str(tmp_path / "t.jsonl")], "--restore: quick trials"),
+                          (["--quick", "--save-trials", str(tmp_path / "s.jsonl")], "--save-trials: quick trials")):
+        with pytest.raises(SystemExit):
+            main(["greff", *args, "--out", str(tmp_path / "out")])
+        assert message in capsys.readouterr().err
+    (tmp_path / "mine.jsonl").write_text("kept\n")
+    with pytest.raises(SystemExit):
+        main(["greff", "--out", str(tmp_path / "out"), "--save-trials", str(tmp_path / "mine.jsonl")])
+    assert "did not publish" in capsys.readouterr().err and (tmp_path / "mine.jsonl").read_text() == "kept\n"

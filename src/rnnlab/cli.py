@@ -610,6 +610,12 @@ def _greff_command(sub) -> None:
     greff.add_argument("--publish", nargs="?", const="docs/results/greff-jsb.md", default=None, metavar="FILE",
                        help="also write the page (default: docs/results/greff-jsb.md)")
     greff.add_argument("--quick", action="store_true", help="3 trials per variant, 2 epochs, 6 chorales a split")
+    greff.add_argument("--restore", metavar="FILE", default=None,
+                       help="first store in --out the trials FILE holds and --out lacks: the lines --save-trials "
+                       "wrote, or a published greff-jsb.json's finished trials (a new machine resumes the arm)")
+    greff.add_argument("--save-trials", nargs="?", const="docs/results/greff-jsb/trials.jsonl", default=None,
+                       metavar="FILE", help="write every trial --out stores of the arm to FILE, one JSON line each "
+                       "(default: docs/results/greff-jsb/trials.jsonl), and stop: no training")
     _executor_options(greff, "the trials")
     greff.add_argument("--workers", type=_positive_int, default=None, help="parallel trials (default: the CPU "
                        "cores)")
@@ -624,17 +630,46 @@ def _greff(args: argparse.Namespace) -> int:
 
     if args.quick and args.trials:
         raise ValueError("--trials: --quick sets its own (3 per variant); give one or the other")
+    if args.quick and (args.restore or args.save_trials):
+        raise ValueError(f"--{'restore' if args.restore else 'save-trials'}: quick trials are no trials of the arm; "
+                         "drop --quick")
+    trials = args.trials or greff.TRIALS
+    if args.restore:
+        restored = greff.restore_trials(args.out, _greff_rows(Path(args.restore)), args.restore, max(trials,
+                                                                                                     greff.TRIALS))
+        print(f"greff: {restored} trials restored into {args.out} from {args.restore}", file=sys.stderr)
+    if args.save_trials:
+        lines = greff.save_trials(args.out, max(trials, greff.TRIALS))
+        target = Path(args.save_trials)
+        publish_files(target.parent, {target.name: "".join(json.dumps(r) + "\n" for r in lines).encode()}, "greff")
+        print(f"greff: {len(lines)} trials of {args.out} written to {target}")
+        return 0
     target = Path(args.publish) if args.publish else None
     if target is not None:
         if args.quick:
             raise ValueError("--publish: quick runs are not published; drop --quick")
         publish_files(target.parent, dict.fromkeys(published_files(target)), "greff", check_only=True)
     check_executor(args.executor, args.address, args.workers)
-    results = greff.run_greff(args.out, args.trials or greff.TRIALS, args.quick, executor=args.executor,
+    results = greff.run_greff(args.out, trials, args.quick, executor=args.executor,
                               address=args.address, workers=args.workers, command=args.command_line)
     results.machine = processor_name()
     print(write_greff(results, args.out, target))
     return 0
+
+
+def _greff_rows(path: Path) -> list[dict]:
+    """The trial rows of a --restore FILE: a published results JSON, or the JSON lines --save-trials wrote."""
+    from rnnlab.experiments import greff
+    from rnnlab.files import read_json_lines
+
+    if path.suffix == ".json":
+        return greff.published_rows(greff.GreffResults.load(path))
+    if not path.is_file():
+        raise ValueError(f"--restore {path}: no such file")
+    rows, bad = read_json_lines(path)
+    if bad:
+        raise ValueError(f"--restore {path}: {bad[0].removesuffix('; skipped')}; nothing was restored")
+    return rows
 
 
 def _train_command(sub) -> None:

@@ -236,12 +236,67 @@ def _variant(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One variant's trials (finished ones ranked by validation NLL) and the summaries of all and of the best 10%."""
     ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["metrics"].get(f"dev_{METRIC}", math.nan))]
     ok.sort(key=lambda r: r["metrics"][f"dev_{METRIC}"])
-    table = [{"dev": r["metrics"][f"dev_{METRIC}"], "test": r["metrics"][f"test_{METRIC}"],
-              "params": r["metrics"].get("num_params"), "epochs": r["metrics"].get("epochs_run"),
-              "seconds": r["seconds"], **{k: r["values"][k] for k in SPACE}} for r in ok]
+    table = [trial_row(r) for r in ok]
     return {"trained": len(rows), "finished": len(ok),
             "not_finished": {s: sum(r["status"] == s for r in rows) for s in ("diverged", "failed", "stopped")},
             "trials": table, **_summaries(table)}
+
+
+def trial_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A trial's numbers as the results keep them: its scores, size, epochs, training time and draw."""
+    metrics = record["metrics"]
+    return {"dev": metrics.get(f"dev_{METRIC}"), "test": metrics.get(f"test_{METRIC}"),
+            "params": metrics.get("num_params"), "epochs": metrics.get("epochs_run"), "seconds": record["seconds"],
+            **{k: record["values"][k] for k in SPACE}}
+
+
+def save_trials(out: str | Path, trials: int = TRIALS) -> list[dict[str, Any]]:
+    """Every trial OUT stores of the arm at ``trials`` per variant, one line each (``trial_row`` with its id,
+    variant and status): what ``restore_trials`` reads back into a store that lost them (a new machine)."""
+    return [{"id": r["id"], "variant": variant_of(r["values"]), "status": r["status"], "error": r.get("error", ""),
+             **trial_row(r)} for r in stored_records(out, trials)]
+
+
+def restore_trials(out: str | Path, rows: list[dict[str, Any]], source: str, trials: int = TRIALS) -> int:
+    """Store in OUT the arm's trials that ``rows`` hold and OUT lacks (a stored trial is never replaced); returns
+    how many. Rows are ``save_trials``' lines or a published results' trials (``published_rows``); a row is
+    the trial whose variant and draw it names (and id, where it has one), and a row that is no trial of the arm
+    raises ValueError naming ``source`` and the row."""
+    arm = {(variant_of(t.values), *(t.values[k] for k in SPACE)): t for t in greff_sweep(trials).trials()}
+    chosen: dict[str, tuple[int, dict[str, Any]]] = {}
+    for number, row in enumerate(rows, 1):
+        try:
+            trial = arm.get((row["variant"], *(row[k] for k in SPACE)))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{source}: row {number} is not a trial of the arm (no {e})") from None
+        if trial is None or row.get("id", trial.id) != trial.id:
+            raise ValueError(f"{source}: row {number} ({row.get('variant')} at "
+                             f"{', '.join(f'{k} = {row.get(k)}' for k in SPACE)}) is no trial of the arm at {trials} "
+                             "per variant")
+        if trial.id in chosen:
+            raise ValueError(f"{source}: rows {chosen[trial.id][0]} and {number} are the same trial ({trial.id})")
+        chosen[trial.id] = (number, row)
+    store, restored = TrialStore(out), 0
+    for trial in greff_sweep(trials).trials():
+        if trial.id not in chosen or store.record(trial) is not None:
+            continue
+        row = chosen[trial.id][1]
+        metrics = {f"dev_{METRIC}": row["dev"], f"test_{METRIC}": row["test"], "num_params": row["params"],
+                   "epochs_run": row["epochs"]}
+        record = {"id": trial.id, "group": trial.group, "config": trial.config, "values": trial.values,
+                  "seed": trial.seed, "metrics": {k: v for k, v in metrics.items() if v is not None},
+                  "seconds": row["seconds"], "status": row.get("status", "ok"), "error": row.get("error", "")}
+        result = {**record, "settings": trial.settings, "restored_from": source}
+        store.jobs.keep(trial.id, {"result.json": json.dumps(result, indent=2, default=float).encode()}, record)
+        restored += 1
+    return restored
+
+
+def published_rows(results: GreffResults) -> list[dict[str, Any]]:
+    """The finished trials a published arm keeps, as ``restore_trials`` rows (its unfinished ones it only counts)."""
+    if results.quick:
+        raise ValueError("greff: quick results are no trials of the arm; restore from a full run's")
+    return [{"variant": name, "status": "ok", **row} for name, v in results.variants.items() for row in v["trials"]]
 
 
 def _summaries(table: list[dict[str, Any]]) -> dict[str, Any]:
