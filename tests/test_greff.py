@@ -120,9 +120,13 @@ def test_quick_and_trials_or_publish_are_refused_before_training(tmp_path, capsy
     assert not any(tmp_path.iterdir())
 
 
-def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys):
+def test_the_quick_arm_runs_stores_and_resumes(tmp_path, capsys, monkeypatch):
     if find_file("polyphonic", "JSB_Chorales.mat") is None:
         pytest.skip("JSB_Chorales.mat is not in the data folders ($RNNLAB_DATA_DIR, ../shared/data)")
+
+    def no_sweep_summary(*args, **kwargs):   # the arm judges once, itself: a sweep's forests each round cost minutes
+        raise AssertionError("the arm judged a round as a sweep")
+    monkeypatch.setattr("rnnlab.experiments.sweeps.sweep_results", no_sweep_summary)
     assert main(["greff", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
     page = capsys.readouterr().out
     assert "| FGR |" in page and "The paper's findings" in page

@@ -34,7 +34,7 @@ from scipy import stats
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
-from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, run_sweep
+from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, train_sweep
 from rnnlab.files import read_json
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
@@ -145,21 +145,21 @@ def run_greff(out: str | Path, trials: int = TRIALS, quick: bool = False, *, exe
     the variants instead), so that the page can say whether the difference is the cell's or the draws'."""
     rounds = [r for r in ROUNDS if r < trials] + [trials] if not quick else [QUICK["trials"]]
     for samples in rounds:
-        summary = run_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
-                            progress=progress, command=command)
+        records = train_sweep(greff_sweep(samples, quick), out, executor=executor, address=address, workers=workers,
+                              progress=progress, command=command)
         if progress and samples < rounds[-1]:
             print(remaining_cost(stored_records(out, rounds[-1], quick), len(VARIANTS) * rounds[-1],
                                  workers or cpu_cores()), file=sys.stderr, flush=True)
-    judged = judge(summary.records)
+    judged = judge(records)
     names = differs_from_paper(judged["comparisons"]) if check is None else list(check)
     matched = {}
     for name in names:
-        retrained = run_sweep(matched_sweep(name, judged["variants"], quick), Path(out) / MATCHED / name.lower(),
-                              executor=executor, address=address, workers=workers, progress=progress,
-                              command=command).records
+        retrained = train_sweep(matched_sweep(name, judged["variants"], quick), Path(out) / MATCHED / name.lower(),
+                                executor=executor, address=address, workers=workers, progress=progress,
+                                command=command)
         matched[name] = matched_check(name, judged["variants"], retrained, len(names))
     return GreffResults(trials=QUICK["trials"] if quick else trials, quick=quick, **judged, matched=matched,
-                        compute_seconds=sum(r["seconds"] or 0.0 for r in summary.records), command=command)
+                        compute_seconds=sum(r["seconds"] or 0.0 for r in records), command=command)
 
 
 def stored_records(out: str | Path, trials: int, quick: bool = False) -> list[dict[str, Any]]:

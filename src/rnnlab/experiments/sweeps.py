@@ -579,17 +579,36 @@ def run_sweeps(sweeps: list[tuple[Sweep, Path]], *, executor: str = "local", add
     with contextlib.ExitStack() as held:
         for _, out_dir in sweeps:
             held.enter_context(hold(out_dir, command))
-        early = sweeps[0][0] if early_stop else None    # ASHA's metric and mode, which one batch shares
-        if early and len({(sweep.metric, sweep.mode) for sweep, _ in sweeps}) > 1:
-            raise ValueError("--early-stop asha: the sweeps of one batch must share their metric and mode")
-        run = make_executor(executor, address, workers, early_stop, early and early.metric, early and early.mode,
-                            replicas)
         started = time.perf_counter()
-        stores = [TrialStore(out_dir) for _, out_dir in sweeps]
-        todos = [_trials_to_train(sweep, store, force) for (sweep, _), store in zip(sweeps, stores)]
-        _train_trials(run, list(zip([s for s, _ in sweeps], stores, todos)), executor, progress)
+        stores, todos = _train_batch(sweeps, executor, address, workers, force, progress, early_stop, replicas)
         return [_sweep_summary(sweep, store, len(todo), executor, started, command)
                 for (sweep, _), store, todo in zip(sweeps, stores, todos)]
+
+
+def train_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
+                workers: int | None = None, progress: bool = True, command: str = "") -> list[dict]:
+    """``run_sweep``'s training and keeping without its judging: the records of the sweep's stored trials, for a
+    caller that judges them its own way (``rnnlab greff``: a forest per summary would cost minutes a round)."""
+    with hold(out_dir, command):
+        (store,), _ = _train_batch([(sweep, Path(out_dir))], executor, address, workers, False, progress, None,
+                                   False)
+        return write_trials_csv(store, sweep, sweep.trials())
+
+
+def _train_batch(sweeps: list[tuple[Sweep, Path]], executor: str, address: str | None, workers: int | None,
+                 force: bool, progress: bool, early_stop: str | None,
+                 replicas: bool) -> tuple[list[TrialStore], list[list[Trial]]]:
+    """Every sweep's trials not stored yet trained as one batch on one executor; their stores and what each
+    trained."""
+    early = sweeps[0][0] if early_stop else None    # ASHA's metric and mode, which one batch shares
+    if early and len({(sweep.metric, sweep.mode) for sweep, _ in sweeps}) > 1:
+        raise ValueError("--early-stop asha: the sweeps of one batch must share their metric and mode")
+    run = make_executor(executor, address, workers, early_stop, early and early.metric, early and early.mode,
+                        replicas)
+    stores = [TrialStore(out_dir) for _, out_dir in sweeps]
+    todos = [_trials_to_train(sweep, store, force) for (sweep, _), store in zip(sweeps, stores)]
+    _train_trials(run, list(zip([s for s, _ in sweeps], stores, todos)), executor, progress)
+    return stores, todos
 
 
 def _trials_to_train(sweep: Sweep, store: TrialStore, force: bool) -> list[Trial]:
