@@ -690,3 +690,72 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
     shown = markdown(bench_cells_page(results))
     assert "| adding-50 | rnn | 0.80 [0.70, 0.90] | 0.05 [0.00, 0.10] | 0.01 [0.00, 0.02] | 0.14 [0.05, 0.20] | 8 |" \
         in shown
+
+
+def _parts_of(results, split: list[tuple[list[str], list[str]]]) -> list:
+    """``results`` cut into parts, each (tasks, cells) as a run that trained only those would have stored them."""
+    import dataclasses
+
+    return [dataclasses.replace(results, rows=[r for r in results.rows if r["task"] in tasks and r["cell"] in cells],
+                                tasks=[t for t in results.tasks if t["name"] in tasks],
+                                cells=[c for c in results.cells if c["label"] in cells], runs=10 * (i + 1),
+                                command=f"part {i}")
+            for i, (tasks, cells) in enumerate(split)]
+
+
+def test_a_benchmark_trained_in_parts_merges_into_the_whole_judged_as_one(tmp_path, capsys):
+    """The formal languages as published, cut by tasks and by cells (as sessions would train them), merge back into
+    the same rows, comparisons, claims and summary across tasks; the page says which part trained what."""
+    from rnnlab.experiments.bench_cells import BenchResults, merge, rejudge
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results"
+    published = BenchResults.load(docs / "cells-lengths.json")     # 4 of its tasks × 6 cells: seconds, not minutes
+    whole = rejudge(_parts_of(published, [([t["name"] for t in published.tasks[:4]],
+                                           [c["label"] for c in published.cells[:6]])])[0])
+    tasks, cells = [t["name"] for t in whole.tasks], [c["label"] for c in whole.cells]
+    parts = _parts_of(whole, [(tasks[:2], cells), (tasks[2:], cells[:3]), (tasks[2:], cells[3:])])
+    files = []
+    for i, part in enumerate(parts):
+        files.append(tmp_path / f"part{i}.json")
+        files[-1].write_text(part.to_json())
+    merged = merge([(str(f), p) for f, p in zip(files, parts)])
+    assert [(r["task"], r["cell"]) for r in merged.rows] == [(r["task"], r["cell"]) for r in whole.rows]
+    for name in ("rows", "comparisons", "claims", "across_tasks", "tasks", "cells"):
+        assert json.loads(json.dumps(getattr(merged, name), default=float)) == json.loads(
+            json.dumps(getattr(whole, name), default=float)), name
+    assert merged.runs == 60 and [p["command"] for p in merged.parts] == ["part 0", "part 1", "part 2"]
+    assert main(["bench-cells", "--merge", *map(str, files), "--out", str(tmp_path / "out"),
+                 "--publish", str(tmp_path / "cells.md")]) == 0
+    page = (tmp_path / "cells.md").read_text()
+    assert "assembled from 3 parts" in page and "`part 2`" in page and "Merged by `rnnlab bench-cells --merge" in page
+    assert BenchResults.load(tmp_path / "cells.json").parts == merged.parts
+
+
+def test_parts_that_do_not_make_one_benchmark_are_refused_naming_the_file():
+    import dataclasses
+
+    from rnnlab.experiments.bench_cells import BenchResults, merge
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results"
+    whole = BenchResults.load(docs / "cells-lengths.json")
+    tasks, cells = [t["name"] for t in whole.tasks], [c["label"] for c in whole.cells]
+    a, b = _parts_of(whole, [(tasks[:3], cells), (tasks[3:], cells)])
+    other_seeds = dataclasses.replace(b, final_seeds=[2000, 2001])
+    first, rest = _parts_of(whole, [(tasks, cells[:5]), (tasks, cells[5:])])
+    moved_margin = dataclasses.replace(rest, tasks=[{**rest.tasks[0], "same_margin": 0.5}, *rest.tasks[1:]])
+    for parts, message in (([("a", a), ("b", other_seeds)], "b: its final_seeds .* differs from a's"),
+                           ([("a", first), ("b", moved_margin)], "b: its task 'parity-check' is defined otherwise"),
+                           ([("a", a), ("b", b), ("c", a)], "c: rnn on parity-check is in a too"),
+                           ([("a", a), ("b", _parts_of(whole, [(tasks[3:], cells[:-1])])[0])],
+                            r"no part holds mgu on modular-arithmetic, .*\(4 of 154\)"),
+                           ([], "no results to merge")):
+        with pytest.raises(ValueError, match=message):
+            merge(parts)
+
+
+def test_merge_trains_nothing_and_refuses_what_chooses_training(tmp_path, capsys):
+    for extra in (["rnn"], ["--tasks", "adding-50"], ["--trials", "4"], ["--quick"]):
+        with pytest.raises(SystemExit):
+            main(["bench-cells", *extra, "--merge", "a.json", "--out", str(tmp_path / "out")])
+        assert "--merge trains nothing" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

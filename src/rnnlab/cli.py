@@ -561,6 +561,10 @@ def _bench_cells_command(sub) -> None:
                        "seeds")
     _executor_options(bench, "the runs")
     bench.add_argument("--workers", type=_positive_int, default=None, help="parallel runs (default: the CPU cores)")
+    bench.add_argument("--merge", nargs="+", default=None, metavar="RESULTS.json",
+                       help="train nothing: judge as one benchmark the results of runs that each trained part of it "
+                       "(some tasks or cells, e.g. in sessions of their own; each its OUT/results.json or a published "
+                       "cells-*.json), written to --out and, with --publish, published")
     bench.set_defaults(run=_bench_cells)
 
 
@@ -570,6 +574,8 @@ def _bench_cells(args: argparse.Namespace) -> int:
     from rnnlab.pages.bench import write_bench
     from rnnlab.pages.published import published_files
 
+    if args.merge:
+        return _merge_bench(args)
     known = {c.label: c for c in bench_cells.CELLS}
     unknown = sorted(set(args.cells) - set(known))
     if unknown:
@@ -589,6 +595,27 @@ def _bench_cells(args: argparse.Namespace) -> int:
     plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick, args.trials, args.search_size)
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line
+    print(write_bench(results, args.out, target))
+    return 0
+
+
+def _merge_bench(args: argparse.Namespace) -> int:
+    from rnnlab.experiments import bench_cells
+    from rnnlab.pages.bench import write_bench
+    from rnnlab.pages.published import published_files
+
+    given = [flag for flag, value in (("CELL", args.cells), ("--cell", args.cell), ("--tasks", args.tasks),
+                                      ("--trials", args.trials), ("--search-size", args.search_size),
+                                      ("--quick", args.quick)) if value]
+    if given:
+        raise ValueError(f"--merge: {', '.join(given)} choose what trains; --merge trains nothing (each part's own "
+                         "command chose them)")
+    target = Path(args.publish) if args.publish else None
+    if target is not None:
+        publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells", check_only=True)
+    results = bench_cells.merge([(path, bench_cells.BenchResults.load(path)) for path in args.merge])
+    results.command = args.command_line
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     print(write_bench(results, args.out, target))
     return 0
 

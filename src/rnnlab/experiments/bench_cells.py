@@ -405,6 +405,7 @@ class BenchResults:
     across_tasks: dict[str, Any] = field(default_factory=dict)
     trials: int = 0                  # random draws per cell (0: the learning-rate grid)
     search_space: dict[str, Any] = field(default_factory=dict)
+    parts: list[dict[str, Any]] = field(default_factory=list)   # ``merge``d: each part's file and invocation
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -521,6 +522,53 @@ def rejudge(results: BenchResults) -> BenchResults:
     tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
     return dataclasses.replace(results, tasks=[vars(t) for t in tasks],
                                **judge(results.rows, tasks, [c["label"] for c in results.cells]))
+
+
+SHARED = ("learning_rates", "search_seeds", "final_seeds", "trials", "search_space")
+
+
+def merge(parts: list[tuple[str, BenchResults]]) -> BenchResults:
+    """One benchmark from results that each trained part of it (some tasks, or some cells, each in a session of
+    its own; ``parts``: (file, results)): their rows together, judged as one, so that the claims and the summary
+    across tasks cover every task. The parts must share the search and the seeds and agree on each task and cell
+    they share; each (task, cell) comes from one part, and together they hold every task for every cell. Raises
+    ValueError naming the file otherwise."""
+    if not parts:
+        raise ValueError("--merge: no results to merge")
+    first_file, first = parts[0]
+    tasks: dict[str, dict[str, Any]] = {}
+    cells: dict[str, dict[str, Any]] = {}
+    rows: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for path, part in parts:
+        for name in SHARED:
+            if getattr(part, name) != getattr(first, name):
+                raise ValueError(f"--merge {path}: its {name} ({getattr(part, name)}) differs from {first_file}'s "
+                                 f"({getattr(first, name)}); the parts of one benchmark share the search and seeds")
+        for kind, known, entries, key in (("task", tasks, part.tasks, "name"), ("cell", cells, part.cells, "label")):
+            for entry in entries:
+                if known.setdefault(entry[key], entry) != entry:
+                    raise ValueError(f"--merge {path}: its {kind} {entry[key]!r} is defined otherwise than in an "
+                                     "earlier part")
+        for row in part.rows:
+            pair = (row["task"], row["cell"])
+            if pair in rows:
+                raise ValueError(f"--merge {path}: {row['cell']} on {row['task']} is in {rows[pair][0]} too; each "
+                                 "(task, cell) comes from one part")
+            rows[pair] = (path, row)
+    missing = [f"{c} on {t}" for t in tasks for c in cells if (t, c) not in rows]
+    if missing:
+        raise ValueError(f"--merge: no part holds {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''} "
+                         f"({len(missing)} of {len(tasks) * len(cells)}); every cell needs every task")
+    merged = dataclasses.replace(
+        first, rows=[rows[t, c][1] for t in tasks for c in cells], tasks=list(tasks.values()),
+        cells=list(cells.values()), seconds=sum(p.seconds for _, p in parts), runs=sum(p.runs for _, p in parts),
+        trained_now=sum(p.trained_now for _, p in parts),
+        compute_seconds=sum(p.compute_seconds for _, p in parts),
+        machine=", ".join(dict.fromkeys(p.machine for _, p in parts)), command="",
+        parts=[{"file": path, "command": p.command, "machine": p.machine, "tasks": [t["name"] for t in p.tasks],
+                "cells": [c["label"] for c in p.cells], "runs": p.runs, "trained_now": p.trained_now,
+                "seconds": p.seconds, "compute_seconds": p.compute_seconds} for path, p in parts])
+    return rejudge(merged)
 
 
 DECIDING_TEST = ("the exact permutation test of the difference in means (every split of the 2 × 10 seeds), "

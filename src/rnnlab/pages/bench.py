@@ -77,9 +77,20 @@ def _about(results: BenchResults) -> str:
             f"then retrained on {n_final} seeds disjoint from the search's "
             f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
             f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
-            f"(measured on {results.machine}); this page's invocation trained {results.trained_now} of "
-            f"them in {results.seconds / 60:.1f} min and read the rest from the job store. "
-            + _throughput(results) + f"`{results.command}`.")
+            f"(measured on {results.machine}); " + _invocations(results) + _throughput(results)
+            + ("Merged by " if results.parts else "") + f"`{results.command}`.")
+
+
+def _invocations(results: BenchResults) -> str:
+    """What trained the runs: this page's one invocation, or each part a merged page was assembled from."""
+    if not results.parts:
+        return (f"this page's invocation trained {results.trained_now} of them in {results.seconds / 60:.1f} min and "
+                "read the rest from the job store. ")
+    return (f"assembled from {len(results.parts)} parts, each trained by its own invocation and judged here as one "
+            "benchmark: " + "; ".join(
+                f"{', '.join(p['tasks'])} × {len(p['cells'])} cells ({p['runs']} runs, {p['trained_now']} trained in "
+                f"{p['seconds'] / 60:.1f} min on {p['machine']}: `{p['command']}`)" for p in results.parts)
+            + ". ")
 
 
 def _throughput(results: BenchResults) -> str:
