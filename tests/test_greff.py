@@ -379,3 +379,19 @@ def test_restore_and_save_refuse_bad_files_and_quick_runs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["greff", "--out", str(tmp_path / "out"), "--save-trials", str(tmp_path / "mine.jsonl")])
     assert "did not publish" in capsys.readouterr().err and (tmp_path / "mine.jsonl").read_text() == "kept\n"
+
+
+def test_the_committed_progress_restores_the_published_arm(tmp_path, no_importance):
+    """docs/results/greff-jsb/trials.jsonl (what a new machine resumes from) holds every published trial with the
+    published numbers: restored into an empty store, the arm at the published budget judges as published."""
+    from pathlib import Path
+
+    from rnnlab.files import read_json_lines
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "results"
+    rows, bad = read_json_lines(docs / "greff-jsb" / "trials.jsonl")
+    assert not bad
+    published = greff.GreffResults.load(docs / "greff-jsb.json")
+    assert greff.restore_trials(tmp_path, rows, "trials.jsonl") == len(rows) >= 9 * published.trials
+    judged = greff.judge(greff.stored_records(tmp_path, published.trials))
+    assert judged["variants"] == published.variants
