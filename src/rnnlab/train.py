@@ -194,7 +194,15 @@ class RunFolder:
         return self.checkpoint.is_file() and not self.done()
 
     def result(self) -> dict[str, Any]:
-        return read_json(self.result_path)
+        """The run's result.json. Its history is one row per epoch with the same columns: a row that differs is a
+        damaged file (a changed byte can leave valid JSON), refused naming it, not read as a missing metric."""
+        result = read_json(self.result_path)
+        history = result.get("history", [])
+        if not isinstance(history, list) or any(not isinstance(row, dict) or row.keys() != history[0].keys()
+                                                for row in history):
+            raise ValueError(f"{self.result_path}: its history is not one row per epoch with the same columns (a "
+                             "damaged file?); move the run's folder away, or pass --force to train it again")
+        return result
 
     def record(self) -> tuple[Path, Any] | None:
         """Where the folder says what it trained, and that record (``run``): its result's, else the checkpoint's
