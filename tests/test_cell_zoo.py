@@ -759,3 +759,10 @@ def test_merge_trains_nothing_and_refuses_what_chooses_training(tmp_path, capsys
             main(["bench-cells", *extra, "--merge", "a.json", "--out", str(tmp_path / "out")])
         assert "--merge trains nothing" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_text("a part")
+    with pytest.raises(SystemExit):     # the merged results would overwrite one of their own parts
+        main(["bench-cells", "--merge", str(tmp_path / "out" / "results.json"), "b.json",
+              "--out", str(tmp_path / "out")])
+    assert "is a part and also where the merged results would go" in capsys.readouterr().err
+    assert (tmp_path / "out" / "results.json").read_text() == "a part"

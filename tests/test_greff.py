@@ -3,6 +3,7 @@ built, and the command runs, stores and resumes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -346,6 +347,8 @@ def test_a_published_arm_restores_its_finished_trials(tmp_path, no_importance):
     assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 26          # the diverged one is only counted
     restored = greff.stored_records(tmp_path / "new", 3)
     assert greff.judge(restored)["variants"]["V"]["trials"] == results.variants["V"]["trials"]
+    with pytest.raises(ValueError, match="quick results are no trials of the arm"):
+        greff.published_rows(dataclasses.replace(results, quick=True))
     assert {r["id"] for r in restored} < {t.id for t in greff.greff_sweep(3).trials()}
 
 

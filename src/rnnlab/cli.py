@@ -610,6 +610,10 @@ def _merge_bench(args: argparse.Namespace) -> int:
     if given:
         raise ValueError(f"--merge: {', '.join(given)} choose what trains; --merge trains nothing (each part's own "
                          "command chose them)")
+    written = (Path(args.out) / "results.json").resolve()
+    if any(Path(path).resolve() == written for path in args.merge):
+        raise ValueError(f"--merge: {written} is a part and also where the merged results would go; give --out "
+                         "another folder")
     target = Path(args.publish) if args.publish else None
     if target is not None:
         publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells", check_only=True)

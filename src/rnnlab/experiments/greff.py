@@ -262,7 +262,8 @@ def restore_trials(out: str | Path, rows: list[dict[str, Any]], source: str, tri
     how many. Rows are ``save_trials``' lines or a published results' trials (``published_rows``); a row is
     the trial whose variant and draw it names (and id, where it has one), and a row that is no trial of the arm
     raises ValueError naming ``source`` and the row."""
-    arm = {(variant_of(t.values), *(t.values[k] for k in SPACE)): t for t in greff_sweep(trials).trials()}
+    planned = greff_sweep(trials).trials()
+    arm = {(variant_of(t.values), *(t.values[k] for k in SPACE)): t for t in planned}
     chosen: dict[str, tuple[int, dict[str, Any]]] = {}
     for number, row in enumerate(rows, 1):
         try:
@@ -277,7 +278,7 @@ def restore_trials(out: str | Path, rows: list[dict[str, Any]], source: str, tri
             raise ValueError(f"{source}: rows {chosen[trial.id][0]} and {number} are the same trial ({trial.id})")
         chosen[trial.id] = (number, row)
     store, restored = TrialStore(out), 0
-    for trial in greff_sweep(trials).trials():
+    for trial in planned:
         if trial.id not in chosen or store.record(trial) is not None:
             continue
         row = chosen[trial.id][1]
