@@ -352,6 +352,7 @@ def test_bench_cells_quick_runs_a_user_cell_beside_the_built_ins(tmp_path, capsy
     assert all(0 <= c["p_holm"] <= 1 and c["p_holm"] >= c["p"] for c in results["comparisons"])
     page = (tmp_path / "cells.md").read_text()
     assert "| mgu |" in page and "holds on" in page and "gru better than rnn" in page
+    assert "(every split of the 2 × 2 seeds)" in page and "2 × 10" not in page      # the seeds it has, not the full's
     assert main(["bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--workers", "1", "--out", str(out)]) == 0
     again = json.loads((out / "results.json").read_text())
     assert again["trained_now"] == 0 and again["runs"] == 3      # every run was stored: nothing trains again
@@ -766,3 +767,15 @@ def test_merge_trains_nothing_and_refuses_what_chooses_training(tmp_path, capsys
               "--out", str(tmp_path / "out")])
     assert "is a part and also where the merged results would go" in capsys.readouterr().err
     assert (tmp_path / "out" / "results.json").read_text() == "a part"
+
+
+def test_the_deciding_test_is_stated_as_the_statistics_module_runs_it():
+    """Exact (every split) up to EXACT_UP_TO seeds a side, a fixed sample of splits beyond: the page's sentence
+    follows the seeds the benchmark trained, not the full run's ten."""
+    from rnnlab.experiments.bench_cells import deciding_test
+    from rnnlab.experiments.statistics import EXACT_UP_TO, RESAMPLES
+
+    assert deciding_test(10).startswith("the exact permutation test") and "every split of the 2 × 10 seeds" in \
+        deciding_test(10)
+    beyond = deciding_test(EXACT_UP_TO + 2)
+    assert "exact" not in beyond and f"{RESAMPLES:,} random splits of the 2 × {EXACT_UP_TO + 2} seeds" in beyond

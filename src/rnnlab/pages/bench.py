@@ -7,9 +7,9 @@ from typing import Any
 
 from rnnlab.experiments.bench_cells import (
     BASELINES,
-    DECIDING_TEST,
     EQUIVALENCE_TEST,
     BenchResults,
+    deciding_test,
     rejudge,
     runs_per_hour,
 )
@@ -176,8 +176,8 @@ def bench_cells_page(results: BenchResults) -> Page:
     page.blocks += [
         Paragraph(_about(results), kind="about"),
         Heading("Claims, task by task"),
-        Paragraph(f"A claim 'better'/'worse' holds on a task when {DECIDING_TEST} finds the difference in that "
-                  f"direction: a test that assumes no normal shape, so that a cell with a few failed seeds among "
+        Paragraph(f"A claim 'better'/'worse' holds on a task when {deciding_test(n_final)} finds the difference in "
+                  f"that direction: a test that assumes no normal shape, so that a cell with a few failed seeds among "
                   f"good ones (a bimodal metric) is seen. 'Same' is an equivalence claim: it holds when "
                   f"{EQUIVALENCE_TEST} show the difference within the task's margin (stated with each task below); "
                   f"a difference not found is never read as 'same', and the page says the margin the {n_final} "
