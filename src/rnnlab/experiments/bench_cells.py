@@ -575,11 +575,12 @@ def merge(parts: list[tuple[str, BenchResults]]) -> BenchResults:
 
 def deciding_test(n_final: int) -> str:
     """The test that decides 'better'/'worse', as the page states it for ``n_final`` seeds a side."""
-    splits = (f"every split of the 2 × {n_final} seeds" if n_final <= EXACT_UP_TO else
-              f"{RESAMPLES:,} random splits of the 2 × {n_final} seeds, with a fixed seed")
-    exact = "exact " if n_final <= EXACT_UP_TO else ""
-    return (f"the {exact}permutation test of the difference in means ({splits}), "
-            f"Holm-adjusted over the task's comparisons at α = {ALPHA:g}")
+    test = (f"exact permutation test of the difference in means (every split of the 2 × {n_final} seeds)"
+            if n_final <= EXACT_UP_TO else f"permutation test of the difference in means ({RESAMPLES:,} random "
+            f"splits of the 2 × {n_final} seeds, with a fixed seed)")
+    return f"the {test}, Holm-adjusted over the task's comparisons at α = {ALPHA:g}"
+
+
 EQUIVALENCE_TEST = ("two one-sided permutation tests against the task's margin: the 90% interval of a − b that "
                     "inverts the exact permutation test lies inside ±margin (each side at α = 0.05)")
 
