@@ -467,6 +467,57 @@ def test_a_same_claim_holds_only_when_shown_within_its_margin():
     assert len(pairs) == len(set(pairs)) and ("lstm-cifg", "lstm") in pairs and ("lstm", "lstm-vanilla") in pairs
 
 
+def test_a_same_claim_is_not_judged_where_both_cells_learnt_nothing():
+    """Two cells at a task's memoryless baseline are the same within any margin, which says nothing about them: the
+    claim leaves that task out of its count and names it; one cell above the floor brings it back. 'Better' is
+    still judged at the floor. Both directions: accuracy at chance 0.5, and MSE at the adding baseline 1/6."""
+    from rnnlab.experiments.bench_cells import FLOOR_WORD, TASKS, judge
+
+    sign = next(t for t in TASKS if t.name == "mean-sign-20")
+    adding = next(t for t in TASKS if t.name == "adding-50")
+    labels = ["rnn", "gru", "lstm", "lstm-vanilla", "lstm-cifg"]
+    rng = np.random.default_rng(1)
+    chance = {c: 0.5 + rng.normal(0, 0.002, 10) for c in labels}
+    floored = judge(_bench_rows("mean-sign-20", **chance), [sign], labels)
+    claim = next(c for c in floored["claims"] if (c["a"], c["b"]) == ("lstm-cifg", "lstm-vanilla"))
+    row = next(f for f in floored["comparisons"] if (f["a"], f["b"]) == ("lstm-cifg", "lstm-vanilla"))
+    assert row["equivalent"] and floored["floor"] == {"mean-sign-20": labels}
+    assert claim["holds"] == [] and claim["tasks"] == [] and claim["floor"] == ["mean-sign-20"]
+    assert claim["words"]["mean-sign-20"].startswith(FLOOR_WORD + "; same (shown within the margin)")
+    assert next(c for c in floored["claims"] if c["relation"] == "better")["floor"] == []
+
+    learnt = judge(_bench_rows("mean-sign-20", **{**chance, "lstm-vanilla": 0.52 + rng.normal(0, 0.002, 10)}),
+                   [sign], labels)
+    claim = next(c for c in learnt["claims"] if (c["a"], c["b"]) == ("lstm-cifg", "lstm-vanilla"))
+    assert "lstm-vanilla" not in learnt["floor"]["mean-sign-20"] and claim["tasks"] == ["mean-sign-20"]
+    assert claim["floor"] == [] and claim["holds"] == []        # judged, and 0.02 apart is not the same
+
+    mse = judge(_bench_rows("adding-50", **{c: 1 / 6 + rng.normal(0, 0.001, 10) for c in labels[:3]},
+                            **{"lstm-vanilla": [0.16] * 10, "lstm-cifg": [0.001] * 10}), [adding], labels)
+    assert mse["floor"]["adding-50"] == ["rnn", "gru", "lstm", "lstm-vanilla"]
+    claim = next(c for c in mse["claims"] if (c["a"], c["b"]) == ("lstm", "lstm-vanilla"))
+    assert claim["floor"] == ["adding-50"] and claim["tasks"] == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(-1, 1), min_size=2, max_size=12), st.integers(0, 4), st.floats(0.001, 0.2))
+def test_the_floor_is_the_t_interval_against_the_baseline_and_its_margin(shifts, failed, margin):
+    """At the floor exactly when the 95% t interval of the runs (failed ones at the baseline) does not clear
+    baseline + margin; a lower-is-better task is the mirror image; a cell of excellent runs that mostly failed
+    is at the floor, and the same cell without the failures is not."""
+    from rnnlab.experiments.bench_cells import BenchTask, at_the_floor
+    from rnnlab.experiments.statistics import t_interval
+
+    up = BenchTask("up", "t", {}, {}, 1, "test_accuracy", same_margin=margin, baseline=0.5, perfect=1.0)
+    down = BenchTask("down", "t", {}, {}, 1, "test_loss", same_margin=margin, baseline=-0.5, perfect=-1.0)
+    values = 0.5 + np.asarray(shifts)
+    low, _ = t_interval(np.r_[values, np.full(failed, 0.5)])
+    assert at_the_floor(values, failed, up) == (not low > 0.5 + margin)
+    assert at_the_floor(values, failed, up) == at_the_floor(-values, failed, down)
+    assert at_the_floor(np.array([0.99]), 9, up) and not at_the_floor(np.full(10, 0.99), 0, up)
+    assert not at_the_floor(values, failed, BenchTask("none", "t", {}, {}, 1, "test_accuracy", same_margin=margin))
+
+
 def test_an_installed_package_registers_cells_by_entry_point(monkeypatch):
     from rnnlab.cells import registry
 

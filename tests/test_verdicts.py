@@ -437,8 +437,12 @@ def test_no_published_page_prints_a_p_or_an_interval_that_disagrees_with_its_wor
         assert f["equivalent"] == (-margins[f["task"]] < f["low90"] and f["high90"] < margins[f["task"]])
     for claim in cells["claims"]:
         same = [f for f in cells["comparisons"] if (f["a"], f["b"]) == (claim["a"], claim["b"])]
+        assert sorted(claim["tasks"] + claim["floor"]) == sorted(f["task"] for f in same)
+        assert all({claim["a"], claim["b"]} <= set(cells["floor"][task]) for task in claim["floor"])
         if claim["relation"] == "same":
-            assert claim["holds"] == [f["task"] for f in same if f["equivalent"]]
+            assert claim["holds"] == [f["task"] for f in same if f["equivalent"] and f["task"] in claim["tasks"]]
+        else:
+            assert claim["floor"] == []
 
 
 def test_a_bimodal_pair_that_welch_misses_is_decided_by_the_permutation_test():

@@ -17,7 +17,9 @@ turns the ones asked for into a study with a search, and the study pipeline does
    decides), the interval that inverts it at the level the adjusted p implies, its 90% interval
    against the task's margin ("same") and P(A > B) over seed pairs
    (``rnnlab.experiments.statistics``); the published claims of the cells' papers (``CLAIMS``), each
-   judged per task and summarised as "holds on k of N tasks". ``BenchResults`` holds it all.
+   judged per task and summarised as "holds on k of N tasks". A "same" claim is not counted on a task where
+   both cells sit at its floor (``at_the_floor``): two cells that learnt nothing are trivially the same.
+   ``BenchResults`` holds it all.
 4. **Page**: ``rnnlab.pages.bench``.
 """
 
@@ -63,6 +65,7 @@ from rnnlab.experiments.statistics import (
     mean_std_interval,
     permutation,
     prob_superiority,
+    t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
 from rnnlab.files import hold, read_json
@@ -408,6 +411,7 @@ class BenchResults:
     trials: int = 0                  # random draws per cell (0: the learning-rate grid)
     search_space: dict[str, Any] = field(default_factory=dict)
     parts: list[dict[str, Any]] = field(default_factory=list)   # ``merge``d: each part's file and invocation
+    floor: dict[str, list[str]] = field(default_factory=dict)   # per task, the cells at its floor (``at_the_floor``)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -605,16 +609,43 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
                 comparison["coverage"] = 1 - alpha
                 comparison["low"], comparison["high"] = _finite(test.interval(alpha))
         comparisons += family
+    failed = {(r["task"], r["cell"]): int(r.get("failed", 0)) for r in rows}
+    floor = {t.name: [label for label in labels if (t.name, label) in values
+                      and at_the_floor(values[t.name, label], failed[t.name, label], t)] for t in tasks}
     claims = []
     for a, b, relation, source in CLAIMS:
         if a not in labels or b not in labels:
             continue
         per_task = {f["task"]: f for f in comparisons if f["a"] == a and f["b"] == b}
-        holds = [task for task, f in per_task.items() if _holds(f, relation)]
-        claims.append({"a": a, "b": b, "relation": relation, "source": source, "holds": holds,
-                       "tasks": list(per_task), "words": {task: _claim_word(f, relation) for task, f in
-                                                          per_task.items()}})
-    return {"comparisons": comparisons, "claims": claims, "across_tasks": across_tasks(rows, tasks, labels)}
+        left_out = [task for task in per_task if relation == "same" and {a, b} <= set(floor[task])]
+        counted = [task for task in per_task if task not in left_out]
+        claims.append({"a": a, "b": b, "relation": relation, "source": source,
+                       "holds": [task for task in counted if _holds(per_task[task], relation)],
+                       "tasks": counted, "floor": left_out,
+                       "words": {task: (FLOOR_WORD + "; " if task in left_out else "") + _claim_word(f, relation)
+                                 for task, f in per_task.items()}})
+    return {"comparisons": comparisons, "claims": claims, "across_tasks": across_tasks(rows, tasks, labels),
+            "floor": floor}
+
+
+FLOOR_RULE = ("a cell sits at a task's floor when the 95% t interval of its final runs' mean (a failed run counted "
+              "at the baseline) does not lie beyond the task's memoryless baseline by more than the task's margin")
+FLOOR_WORD = "both at the floor, not counted"
+
+
+def at_the_floor(values: np.ndarray, failed: int, task: BenchTask) -> bool:
+    """Whether the cell's final runs (``values``, and ``failed`` runs that learnt nothing) are not shown beyond
+    the task's memoryless baseline by more than its 'same' margin, in the task's direction (``FLOOR_RULE``).
+    Two such cells are the same for want of anything learnt, so a 'same' claim between them says nothing about
+    the cells. False where the task states no baseline."""
+    if math.isnan(task.baseline):
+        return False
+    runs = np.r_[np.asarray(values, dtype=np.float64), np.full(failed, task.baseline)]
+    if runs.size == 0:
+        return True
+    low, high = t_interval(runs)
+    return not (low > task.baseline + task.same_margin if task.higher_is_better
+                else high < task.baseline - task.same_margin)
 
 
 def across_tasks(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str]) -> dict[str, Any]:

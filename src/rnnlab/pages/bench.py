@@ -8,6 +8,8 @@ from typing import Any
 from rnnlab.experiments.bench_cells import (
     BASELINES,
     EQUIVALENCE_TEST,
+    FLOOR_RULE,
+    FLOOR_WORD,
     BenchResults,
     deciding_test,
     rejudge,
@@ -156,6 +158,19 @@ def _importance_blocks(results: BenchResults) -> list:
     ]
 
 
+def _left_out(floor: list[str]) -> str:
+    return f" ({len(floor)} more at the floor, not counted: {', '.join(floor)})" if floor else ""
+
+
+def _above_floor_row(results: BenchResults) -> list[list[str]]:
+    """The table's last row: per task, how many cells are shown above its floor (none: no cell learnt it at this
+    budget); nothing for results judged before the floor was kept."""
+    if not results.floor:
+        return []
+    cells = len(results.cells)
+    return [["**above the floor**"] + [f"{cells - len(results.floor[t['name']])} of {cells}" for t in results.tasks]]
+
+
 def _signed(x: float) -> str:
     return f"{x:+.3g}"
 
@@ -171,7 +186,7 @@ def bench_cells_page(results: BenchResults) -> Page:
 
     page = Page("Cells side by side: the rnnlab cell benchmark")
     claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
-               f"{len(c['holds'])} of {len(c['tasks'])}",
+               f"{len(c['holds'])} of {len(c['tasks'])}" + _left_out(c.get("floor", [])),
                "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results.claims]
     page.blocks += [
         Paragraph(_about(results), kind="about"),
@@ -181,7 +196,10 @@ def bench_cells_page(results: BenchResults) -> Page:
                   f"good ones (a bimodal metric) is seen. 'Same' is an equivalence claim: it holds when "
                   f"{EQUIVALENCE_TEST} show the difference within the task's margin (stated with each task below); "
                   f"a difference not found is never read as 'same', and the page says the margin the {n_final} "
-                  "seeds a side do establish."),
+                  f"seeds a side do establish. A 'same' claim is not counted on a task where both cells sit at "
+                  f"its floor ('{FLOOR_WORD}'): {FLOOR_RULE}. Two cells that learnt nothing are the same for want "
+                  "of anything to compare, which says nothing about the cells; the count of cells above each "
+                  "task's floor closes the table of test metrics below."),
         Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
         Heading("Test metric per cell and task"),
         Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters "
@@ -193,7 +211,7 @@ def bench_cells_page(results: BenchResults) -> Page:
         Table(["cell"] + [t["name"] for t in tasks],
               [[c] + [f"{_bench_value(rows[t['name'], c])} (h {rows[t['name'], c]['hidden']}, "
                       f"{rows[t['name'], c]['params']:,} p, lr {rows[t['name'], c]['lr']:g})" for t in tasks]
-               for c in cells]),
+               for c in cells] + _above_floor_row(results)),
         *_across_tasks_blocks(results.across_tasks),
         *_expected_best_blocks(results),
         *_importance_blocks(results),

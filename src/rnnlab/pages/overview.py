@@ -54,11 +54,13 @@ def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results
         bench = json.loads(cells.read_text())
         relation = {"same": "the same as", "better": "better than", "worse": "worse than"}
         held = "; ".join(f"{c['a']} {relation.get(c['relation'], c['relation'])} {c['b']}: {len(c['holds'])} of "
-                         f"{len(c['tasks'])}" for c in bench["claims"])
+                         f"{len(c['tasks'])}" + (f" (+{len(c['floor'])} at the floor)" if c.get("floor") else "")
+                         for c in bench["claims"])
         title = "The cell benchmark" + ("" if cells.stem == "cells" else
                                         " on " + ", ".join(t["name"] for t in bench["tasks"]))
         lines += ["", f"[{title}]({links}{cells.stem}.md) ({len(bench['cells'])} cells × "
-                      f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on): {held}."]
+                      f"{len(bench['tasks'])} tasks; each claim: the tasks it holds on, of those it is judged on; "
+                      f"a 'same' claim is not judged where both cells learnt nothing, 'at the floor'): {held}."]
     lines += _greff_lines(dest, links)
     maps = sorted(path.parent for path in dest.glob(f"*/{PAGE_JSON}") if "source" in page_data(path.parent))
     if maps:
