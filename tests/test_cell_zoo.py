@@ -741,7 +741,20 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
                                      "interactions": 0.14, "interactions_interval": [0.05, 0.2], "configurations": 8}
     shown = markdown(bench_cells_page(results))
     assert "| adding-50 | rnn | 0.80 [0.70, 0.90] | 0.05 [0.00, 0.10] | 0.01 [0.00, 0.02] | 0.14 [0.05, 0.20] | 8 |" \
-        in shown
+        in shown and "†" not in shown
+    results.rows[0]["importance"]["interactions_interval"] = [0.01, 0.05]     # the fit on all draws outside it
+    marked = markdown(bench_cells_page(results))
+    assert "| 0.01 [0.00, 0.02] | 0.14 [0.01, 0.05]† | 8 |" in marked and "(1 of 4 here)" in marked
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_a_share_is_marked_exactly_when_its_printed_point_leaves_its_printed_range(value, a, b):
+    from rnnlab.pages.format import share_text
+
+    text = share_text(value, (min(a, b), max(a, b)))
+    point, low, high = (float(x) for x in re.findall(r"\d\.\d\d", text))
+    assert text.endswith("†") == (not low <= point <= high)
 
 
 def _parts_of(results, split: list[tuple[list[str], list[str]]]) -> list:

@@ -16,7 +16,7 @@ from rnnlab.experiments.bench_cells import (
     runs_per_hour,
 )
 from rnnlab.page import Heading, Page, Paragraph, Table
-from rnnlab.pages.format import fmt_p, interval_text
+from rnnlab.pages.format import fmt_p, interval_text, share_text, unstable_shares
 from rnnlab.pages.published import publish_with_results, write_results_page
 
 
@@ -141,20 +141,18 @@ def _importance_blocks(results: BenchResults) -> list:
     if not rows:
         return []
     names = list(results.search_space)
-
-    def share(value: float, interval: list[float]) -> str:
-        return f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
-
+    shares = [[share_text(r["importance"]["shares"].get(n, 0.0), r["importance"]["intervals"].get(n, [0.0, 0.0]))
+               for n in names] + [share_text(r["importance"]["interactions"], r["importance"]["interactions_interval"])]
+              for r in rows]
     return [
         Heading("What each hyperparameter explains"),
         Paragraph("fANOVA shares of each search's mean dev loss over its draws (Hutter et al. 2014, through Optuna's "
                   "evaluator; rates and weight decay on log scales), with the range over 20 refits on 80% of the draws "
-                  "(the shares' stability, not a confidence interval); 'interactions' is what the main effects leave."),
+                  "(the shares' stability, not a confidence interval); 'interactions' is what the main effects leave."
+                  + unstable_shares([t for row in shares for t in row])),
         Table(["task", "cell", *names, "interactions", "draws"],
-              [[r["task"], r["cell"], *[share(r["importance"]["shares"].get(n, 0.0),
-                                              r["importance"]["intervals"].get(n, [0.0, 0.0])) for n in names],
-                share(r["importance"]["interactions"], r["importance"]["interactions_interval"]),
-                str(r["importance"]["configurations"])] for r in rows]),
+              [[r["task"], r["cell"], *texts, str(r["importance"]["configurations"])]
+               for r, texts in zip(rows, shares)]),
     ]
 
 

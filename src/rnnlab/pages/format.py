@@ -31,6 +31,23 @@ def metric_cell(row: dict, metric: str) -> str:
     return f"{fmt_number(mean)} ± {fmt_number(std)}" if n > 1 else fmt_number(mean)
 
 
+UNSTABLE_SHARE = ("† marks a share whose fit on all the draws lies outside its refits' range: the share moves with "
+                  "which draws the forest saw, too few draws to read it closely")
+
+
+def share_text(value: float, interval: tuple[float, float] | list[float]) -> str:
+    """A fANOVA share with its range over refits, as printed, marked † (``UNSTABLE_SHARE``) where the printed
+    point lies outside the printed range."""
+    point, low, high = (f"{x:.2f}" for x in (value, *interval))
+    return f"{point} [{low}, {high}]" + ("" if float(low) <= float(point) <= float(high) else "†")
+
+
+def unstable_shares(texts: list[str]) -> str:
+    """The sentence on the † marks among ``texts`` (a table's share cells): how many of them, or nothing."""
+    marked = sum(t.endswith("†") for t in texts)
+    return f" {UNSTABLE_SHARE} ({marked} of {len(texts)} here)." if marked else ""
+
+
 def fmt_p(p: float | None) -> str:
     return "–" if p is None else p_shown(p)
 

@@ -25,7 +25,7 @@ from rnnlab.experiments.greff import (
     judge_again,
 )
 from rnnlab.page import Figure, Heading, Page, Paragraph, Table
-from rnnlab.pages.format import fmt_p
+from rnnlab.pages.format import fmt_p, share_text, unstable_shares
 from rnnlab.pages.published import publish_with_results, write_results_page
 
 TITLE = "LSTM: A Search Space Odyssey, the JSB Chorales arm (Greff et al. 2017)"
@@ -141,10 +141,8 @@ def _importance_rows(results: GreffResults) -> list[list[str]]:
     for variant, found in results.importance.items():
         if not found:
             continue
-        rows.append([variant, *[f"{found['shares'][k]:.2f} [{found['intervals'][k][0]:.2f}, "
-                                f"{found['intervals'][k][1]:.2f}]" for k in names],
-                     f"{found['interactions']:.2f} [{found['interactions_interval'][0]:.2f}, "
-                     f"{found['interactions_interval'][1]:.2f}]", str(found["configurations"])])
+        rows.append([variant, *[share_text(found["shares"][k], found["intervals"][k]) for k in names],
+                     share_text(found["interactions"], found["interactions_interval"]), str(found["configurations"])])
     rows.append(["V, the paper (Fig. 5, JSB)", *[PUBLISHED_SHARES[k] for k in names], PUBLISHED_SHARES["interactions"],
                  "200"])
     return rows
@@ -165,6 +163,7 @@ def _interim(results: GreffResults) -> list[Paragraph]:
 def greff_page(results: GreffResults) -> Page:
     """The findings first, then per variant the trials beside the paper, the tests against V and the importance."""
     finished = sum(v["finished"] for v in results.variants.values())
+    importance = _importance_rows(results)
     page = Page(TITLE)
     page.blocks += [
         Paragraph(f"The vanilla LSTM (V, with peepholes) and its eight variants, each searched at random with "
@@ -213,8 +212,9 @@ def greff_page(results: GreffResults) -> Page:
         Paragraph("fANOVA shares of the test NLL's variance over the searched space (a random forest, Optuna's "
                   "evaluator; the rate, N and 1 − momentum on log scales, as Greff's script), per variant with at "
                   "least 8 finished trials; the range is over 20 refits on 80% of the trials (stability, not a "
-                  "confidence interval). 'Interactions' is what the main effects leave."),
-        Table(["variant", *SPACE, "interactions", "trials"], _importance_rows(results)),
+                  "confidence interval). 'Interactions' is what the main effects leave."
+                  + unstable_shares([t for row in importance[:-1] for t in row[1:-1]])),
+        Table(["variant", *SPACE, "interactions", "trials"], importance),
     ]
     return page
 
