@@ -745,6 +745,9 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
     results.rows[0]["importance"]["interactions_interval"] = [0.01, 0.05]     # the fit on all draws outside it
     marked = markdown(bench_cells_page(results))
     assert "| 0.01 [0.00, 0.02] | 0.14 [0.01, 0.05]† | 8 |" in marked and "(1 of 4 here)" in marked
+    every_seed_failed = {k: v for k, v in results.rows[1].items() if k not in ("mean", "std", "ci_low", "ci_high")}
+    results.rows[1] = {**every_seed_failed, "values": [], "runs": 0, "failed": 2}    # IRNN on copy-500, in small
+    assert "| 0 run(s) finished; 2 failed (h " in markdown(bench_cells_page(results))
 
 
 @settings(max_examples=200, deadline=None)

@@ -21,9 +21,9 @@ from rnnlab.pages.published import publish_with_results, write_results_page
 
 
 def _bench_value(row: dict[str, Any]) -> str:
-    if "mean" not in row:
-        return f"{row['runs']} run(s)"
     failed = f"; {row['failed']} failed" if row["failed"] else ""
+    if "mean" not in row:
+        return f"{row['runs']} run(s) finished{failed}"
     return f"{row['mean']:.3g} ± {row['std']:.2g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]{failed}"
 
 
