@@ -499,6 +499,29 @@ def test_a_same_claim_is_not_judged_where_both_cells_learnt_nothing():
     assert claim["floor"] == ["adding-50"] and claim["tasks"] == []
 
 
+def test_a_cell_whose_seeds_all_failed_is_not_tested_and_the_page_says_why():
+    """IRNN on copy-500: 0 of 10 final runs finished. The permutation test has nothing to test, so the comparison
+    and the 'same' claim say so (finished and failed counts) rather than 'not significant with 0 vs 10 seeds'; the
+    cell still sits at the floor and counts 0 in the summary across tasks."""
+    from rnnlab.experiments.bench_cells import TASKS, judge
+
+    sign = next(t for t in TASKS if t.name == "mean-sign-20")
+    labels = ["rnn", "gru", "lstm", "lstm-vanilla", "lstm-cifg"]
+    rows = _bench_rows("mean-sign-20", **{c: 0.8 + np.arange(10) / 1000 for c in labels[:4]}, **{"lstm-cifg": []})
+    rows[-1]["failed"] = 10
+    rows[0]["values"], rows[0]["failed"] = [0.9], 9
+    judged = judge(rows, [sign], labels)
+    cifg = next(f for f in judged["comparisons"] if (f["a"], f["b"]) == ("lstm-cifg", "lstm-vanilla"))
+    assert cifg["word"] == ("not tested: 0 finished run(s) (10 failed) vs 10 finished run(s) "
+                            "(the test needs 2 a side)")
+    assert cifg["p_holm"] == 1.0 and not cifg["equivalent"]
+    rnn = next(f for f in judged["comparisons"] if (f["a"], f["b"]) == ("gru", "rnn"))
+    assert rnn["word"].startswith("not tested: 10 finished run(s) vs 1 finished run(s) (9 failed)")
+    claim = next(c for c in judged["claims"] if (c["a"], c["b"]) == ("lstm-cifg", "lstm-vanilla"))
+    assert claim["words"]["mean-sign-20"] == cifg["word"] and claim["holds"] == []
+    assert "lstm-cifg" in judged["floor"]["mean-sign-20"]
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.floats(-1, 1), min_size=2, max_size=12), st.integers(0, 4), st.floats(0.001, 0.2))
 def test_the_floor_is_the_t_interval_against_the_baseline_and_its_margin(shifts, failed, margin):
@@ -714,7 +737,7 @@ def test_the_plans_cost_is_each_configurations_timed_run_times_its_runs(monkeypa
 def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expected_best_curve(tmp_path):
     """--trials K: K draws of the space per cell, the same draws for every cell, each winner's settings one of them,
     and Dodge et al.'s expected best dev loss of n = 1…K draws, non-increasing in n."""
-    from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, run_bench, runs_per_hour
+    from rnnlab.experiments.bench_cells import CELLS, SEARCH_SPACE, TASKS, bench_plan, rejudge, run_bench, runs_per_hour
     from rnnlab.page import markdown
     from rnnlab.pages.bench import bench_cells_page
 
@@ -748,6 +771,10 @@ def test_bench_cells_random_search_gives_every_cell_the_same_draws_and_the_expec
     every_seed_failed = {k: v for k, v in results.rows[1].items() if k not in ("mean", "std", "ci_low", "ci_high")}
     results.rows[1] = {**every_seed_failed, "values": [], "runs": 0, "failed": 2}    # IRNN on copy-500, in small
     assert "| 0 run(s) finished; 2 failed (h " in markdown(bench_cells_page(results))
+    failed_cell = results.rows[1]["cell"]
+    rejudged = markdown(bench_cells_page(rejudge(results)))      # the comparison row: no test, so no numbers
+    assert re.search(r"\| adding-50 \| \S+ \| \S+ \| — \| — \| — \| — \| not tested: [^|]*2 failed[^|]* \| — \|",
+                     rejudged) and failed_cell in rejudged
 
 
 @settings(max_examples=200, deadline=None)

@@ -433,8 +433,10 @@ def test_no_published_page_prints_a_p_or_an_interval_that_disagrees_with_its_wor
     cells = json.loads((PUBLISHED / "cells.json").read_text())
     margins = {t["name"]: t["same_margin"] for t in cells["tasks"]}
     for f in cells["comparisons"]:
-        assert f["word"].startswith("not significant") == (f["p_holm"] >= 0.05)
-        assert f["equivalent"] == (-margins[f["task"]] < f["low90"] and f["high90"] < margins[f["task"]])
+        assert f["word"].startswith("not tested") == (min(f["n"]) < 2)
+        assert f["word"].startswith(("not significant", "not tested")) == (f["p_holm"] >= 0.05)
+        assert f["equivalent"] == (f["low90"] is not None
+                                   and -margins[f["task"]] < f["low90"] and f["high90"] < margins[f["task"]])
     for claim in cells["claims"]:
         same = [f for f in cells["comparisons"] if (f["a"], f["b"]) == (claim["a"], claim["b"])]
         assert sorted(claim["tasks"] + claim["floor"]) == sorted(f["task"] for f in same)

@@ -593,23 +593,24 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
     """Every cell against each baseline on each task, and each claim task by task, from the final runs'
     per-seed values (``rows``): what ``summarise`` stores, and what republishing recomputes."""
     values = {(r["task"], r["cell"]): np.asarray(r["values"], dtype=np.float64) for r in rows}
+    failed = {(r["task"], r["cell"]): int(r.get("failed", 0)) for r in rows}
     comparisons = []
     for t in tasks:
-        family, tests = [], []
+        family, tests, lost = [], [], []
         for label, base in compared_pairs(labels):
             if (t.name, base) in values and (t.name, label) in values:
                 va, vb = values[t.name, label], values[t.name, base]
                 tests.append(permutation(va, vb) if va.size >= 2 and vb.size >= 2 else None)
                 family.append(_comparison(t, label, base, va, vb, tests[-1]))
-        for comparison, test, adjusted in zip(family, tests, holm([f["p_exact"] for f in family])):
+                lost.append((failed[t.name, label], failed[t.name, base]))
+        for comparison, test, adjusted, n_failed in zip(family, tests, holm([f["p_exact"] for f in family]), lost):
             comparison["p_holm"] = adjusted
-            comparison["word"] = _word(comparison, t)
+            comparison["word"] = _word(comparison, t, n_failed)
             if test is not None:     # the interval the Holm p implies
                 alpha = implied_level(comparison["p_exact"], adjusted, ALPHA)
                 comparison["coverage"] = 1 - alpha
                 comparison["low"], comparison["high"] = _finite(test.interval(alpha))
         comparisons += family
-    failed = {(r["task"], r["cell"]): int(r.get("failed", 0)) for r in rows}
     floor = {t.name: [label for label in labels if (t.name, label) in values
                       and at_the_floor(values[t.name, label], failed[t.name, label], t)] for t in tasks}
     claims = []
@@ -718,12 +719,20 @@ def _finite(interval: tuple[float, float]) -> tuple[float | None, float | None]:
     return (low, high) if math.isfinite(low) and math.isfinite(high) else (None, None)
 
 
-def _word(f: dict[str, Any], task: BenchTask) -> str:
-    """better / worse by the deciding test (the exact permutation p, Holm-adjusted), else not significant."""
+def _word(f: dict[str, Any], task: BenchTask, failed: tuple[int, int]) -> str:
+    """better / worse by the deciding test (the exact permutation p, Holm-adjusted), else not significant; not
+    tested where a side has fewer than 2 finished runs (its ``failed`` runs have no value to test)."""
+    if min(f["n"]) < 2:
+        return (f"not tested: {_finished(f['n'][0], failed[0])} vs {_finished(f['n'][1], failed[1])} "
+                f"(the test needs 2 a side)")
     if f["p_holm"] >= ALPHA or not np.isfinite(f["difference"]):
         return f"not significant with {f['n'][0]} vs {f['n'][1]} seeds"
     a_better = (f["difference"] > 0) == task.higher_is_better
     return "better" if a_better else "worse"
+
+
+def _finished(n: int, failed: int) -> str:
+    return f"{n} finished run(s)" + (f" ({failed} failed)" if failed else "")
 
 
 def established_margin(f: dict[str, Any]) -> float:
@@ -734,6 +743,8 @@ def established_margin(f: dict[str, Any]) -> float:
 
 def _claim_word(f: dict[str, Any], relation: str) -> str:
     if relation != "same":
+        return f["word"]
+    if f["word"].startswith("not tested"):
         return f["word"]
     if f["equivalent"]:
         return "same (shown within the margin)" + ("" if f["word"].startswith("not") else f"; {f['word']}, by less")

@@ -221,15 +221,19 @@ def bench_cells_page(results: BenchResults) -> Page:
                   "it lies within the task's margin (two one-sided tests)."),
         Table(["task", "a", "b", "a − b [interval, its coverage]", "p (exact permutation)", "p (Holm: decides)",
                "P(a better)", "verdict", "90% interval: same?"],
-              [[f["task"], f["a"], f["b"], f"{f['difference']:+.3g} " + interval_text(
-                  f["low"], f["high"], f.get("coverage", 0.95), _signed),
-                fmt_p(f["p_exact"]), fmt_p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
-                interval_text(f["low90"], f["high90"], fmt=_signed) + ": " +
-                ("within" if f["equivalent"] else "not within") +
-                f" ±{margins[f['task']]:g}"]
-               for f in results.comparisons]),
+              [[f["task"], f["a"], f["b"], *_comparison_cells(f, margins[f["task"]])] for f in results.comparisons]),
     ]
     return page
+
+
+def _comparison_cells(f: dict, margin: float) -> list[str]:
+    """A comparison's row after its pair; a pair without 2 finished runs a side has no test, so no numbers."""
+    if f["word"].startswith("not tested"):
+        return ["—", "—", "—", "—", f["word"], "—"]
+    return [f"{f['difference']:+.3g} " + interval_text(f["low"], f["high"], f.get("coverage", 0.95), _signed),
+            fmt_p(f["p_exact"]), fmt_p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
+            interval_text(f["low90"], f["high90"], fmt=_signed) + ": " + ("within" if f["equivalent"] else "not within")
+            + f" ±{margin:g}"]
 
 
 def write_bench(results: BenchResults, out_dir: str | Path, target: Path | None = None) -> str:
