@@ -722,13 +722,18 @@ def _finite(interval: tuple[float, float]) -> tuple[float | None, float | None]:
 def _word(f: dict[str, Any], task: BenchTask, failed: tuple[int, int]) -> str:
     """better / worse by the deciding test (the exact permutation p, Holm-adjusted), else not significant; not
     tested where a side has fewer than 2 finished runs (its ``failed`` runs have no value to test)."""
-    if min(f["n"]) < 2:
+    if not tested(f):
         return (f"not tested: {_finished(f['n'][0], failed[0])} vs {_finished(f['n'][1], failed[1])} "
                 f"(the test needs 2 a side)")
     if f["p_holm"] >= ALPHA or not np.isfinite(f["difference"]):
         return f"not significant with {f['n'][0]} vs {f['n'][1]} seeds"
     a_better = (f["difference"] > 0) == task.higher_is_better
     return "better" if a_better else "worse"
+
+
+def tested(f: dict[str, Any]) -> bool:
+    """Whether the comparison ``f`` had a test: at least 2 finished runs a side."""
+    return min(f["n"]) >= 2
 
 
 def _finished(n: int, failed: int) -> str:
@@ -744,7 +749,7 @@ def established_margin(f: dict[str, Any]) -> float:
 def _claim_word(f: dict[str, Any], relation: str) -> str:
     if relation != "same":
         return f["word"]
-    if f["word"].startswith("not tested"):
+    if not tested(f):
         return f["word"]
     if f["equivalent"]:
         return "same (shown within the margin)" + ("" if f["word"].startswith("not") else f"; {f['word']}, by less")

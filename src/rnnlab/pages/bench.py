@@ -14,6 +14,7 @@ from rnnlab.experiments.bench_cells import (
     deciding_test,
     rejudge,
     runs_per_hour,
+    tested,
 )
 from rnnlab.page import Heading, Page, Paragraph, Table
 from rnnlab.pages.format import fmt_p, interval_text, share_text, unstable_shares
@@ -228,7 +229,7 @@ def bench_cells_page(results: BenchResults) -> Page:
 
 def _comparison_cells(f: dict, margin: float) -> list[str]:
     """A comparison's row after its pair; a pair without 2 finished runs a side has no test, so no numbers."""
-    if f["word"].startswith("not tested"):
+    if not tested(f):
         return ["—", "—", "—", "—", f["word"], "—"]
     return [f"{f['difference']:+.3g} " + interval_text(f["low"], f["high"], f.get("coverage", 0.95), _signed),
             fmt_p(f["p_exact"]), fmt_p(f["p_holm"]), f"{f['p_a_better']:.2f}", f["word"],
