@@ -419,9 +419,13 @@ def test_the_published_benchmark_is_its_stored_results_rendered():
         family = [c for c in results["comparisons"] if c["task"] == task]
         for c, adjusted in zip(family, holm([f["p_exact"] for f in family])):   # every number from the values
             a, b = values[task, c["a"]], values[task, c["b"]]
+            assert np.isclose(adjusted, c["p_holm"])
+            if min(len(a), len(b)) < 2:         # a side with fewer than 2 finished runs: nothing was tested
+                assert c["word"].startswith("not tested") and c["p_exact"] == 1 and c["low"] is None
+                continue
             assert np.isclose(compare_means(a, b).difference, c["difference"]) and np.isclose(compare_means(a, b).p,
                                                                                                c["p"])
-            assert np.isclose(permutation_p(a, b), c["p_exact"]) and np.isclose(adjusted, c["p_holm"])
+            assert np.isclose(permutation_p(a, b), c["p_exact"])
             assert c["word"].startswith("not significant") == (c["p_holm"] >= 0.05)
 
 
