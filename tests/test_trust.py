@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from rnnlab.cells import registry
 from rnnlab.cli import main
 from rnnlab.experiments.studies import EXPERIMENTS
-from rnnlab.files import MANIFEST, atomic_write, hold, read_json, staged_publish
+from rnnlab.files import MANIFEST, atomic_write, hold, read_json, record_json, staged_publish
 from rnnlab.train import CHECKPOINT, load_checkpoint
 
 
@@ -728,3 +728,27 @@ def test_every_command_refuses_executor_options_that_cannot_work_before_any_trai
         code, _, err = cli(capsys, *args, *bad, "--out", out)
         assert code == 2 and message in err, err
         assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("trial.json"))
+
+
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                        max_size=4), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), _json_values, max_size=6))
+def test_a_record_written_one_line_per_row_reads_back_as_it_was(record):
+    """record_json (the bench records' format): any JSON record, NaN and infinities included, reads back equal,
+    one line per top-level key and per item of a top-level list."""
+    text = record_json(record)
+    assert json.dumps(json.loads(text), sort_keys=True) == json.dumps(record, sort_keys=True)
+    assert len(text.splitlines()) == 2 + sum(len(v) + 2 if isinstance(v, list) and v else 1 for v in record.values())
+
+
+def test_the_published_bench_records_are_one_line_per_row_and_under_a_megabyte():
+    published = Path(__file__).resolve().parents[1] / "docs" / "results"
+    for path in (published / "cells.json", published / "cells-lengths.json"):
+        text = path.read_text()
+        assert len(text.encode()) < 1_000_000, path
+        assert len(text.splitlines()) == 2 + sum(len(v) + 2 if isinstance(v, list) and v else 1
+                                                 for v in json.loads(text).values())

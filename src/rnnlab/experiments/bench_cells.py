@@ -26,7 +26,6 @@ turns the ones asked for into a study with a search, and the study pipeline does
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -68,7 +67,7 @@ from rnnlab.experiments.statistics import (
     t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
-from rnnlab.files import hold, read_json
+from rnnlab.files import hold, read_json, record_json
 from rnnlab.metrics import metric as metric_info
 
 
@@ -414,7 +413,7 @@ class BenchResults:
     floor: dict[str, list[str]] = field(default_factory=dict)   # per task, the cells at its floor (``at_the_floor``)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, default=float)
+        return record_json(dataclasses.asdict(self))
 
     @classmethod
     def load(cls, path: str | Path) -> BenchResults:
