@@ -83,8 +83,8 @@ def read_json(path: str | Path, expect: type = dict) -> Any:
 
 def record_json(data: dict[str, Any]) -> str:
     """``data`` as JSON with one line per top-level key and per item of a top-level list, each line compact:
-    a results record of thousands of per-seed rows stays under a megabyte (indented, every number of a
-    row's values took a line), while a diff still shows which row changed. Non-finite floats are written
+    a results record of thousands of per-seed rows stays under a megabyte (indenting would give every number
+    of a row's values a line of its own), while a diff still shows which row changed. Non-finite floats are written
     as NaN/Infinity, as ``json.dumps`` does, and read back by ``json.loads``."""
     def one(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), default=float)
