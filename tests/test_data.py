@@ -11,6 +11,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -125,6 +126,14 @@ def test_adding_and_copy_tasks():
     assert x.shape == y.shape == (5, 12)
     np.testing.assert_array_equal(y[:, -3:], x[:, :3])
     assert (x[:, 8] == 5).all() and not y[:, :9].any()
+
+
+def test_a_sign_of_the_mean_of_no_steps_is_refused_naming_the_length():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # refused before any mean of an empty slice is taken
+        with pytest.raises(ValueError, match=r"length: .* needs length >= 1, got 0"):
+            get_task("mean-sign", length=0, n_train=4, n_dev=2, n_test=2)
+    assert get_task("mean-sign", length=1, n_train=4, n_dev=2, n_test=2).splits["train"].inputs[0].shape == (1, 10)
 
 
 def test_unknown_task_is_named():

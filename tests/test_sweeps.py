@@ -232,15 +232,15 @@ def test_diverged_and_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path)
     text = TINY.replace("length = 6\n", "").replace('cell = ["rnn", "gru"]\n', "").replace(
         "lr = { loguniform = [1e-3, 1e-1] }", "lr = [0.01, 1e100]\n[search.task_options]\nlength = [6, 0]").replace(
         "samples = 2", "samples = 1")
-    # a ReLU RNN at a rate of 1e100: its states overflow to Inf within an update or two (sequences of
-    # length 0 cannot be built)
+    # a ReLU RNN at a rate of 1e100: its states overflow to Inf within an update or two (the sign of the
+    # mean of 0 steps is undefined)
     text = text.replace("seeds = 2", "seeds = 1").replace("hidden = 4", 'hidden = 4\ncell = "rnn"\nactivation = "relu"')
     path = _write(tmp_path, text)
     summary = run_sweep(parse_sweep(text, str(path)), tmp_path / "out", workers=1, progress=False)
     statuses = {(r["values"]["length"], r["values"]["lr"]): (r["status"], r["error"]) for r in summary.records}
     assert statuses[(6, 0.01)][0] == "ok"
     assert statuses[(6, 1e100)][0] == "diverged" and "NaN or Inf" in statuses[(6, 1e100)][1]
-    assert statuses[(0, 0.01)][0] == "failed" and "at least one step" in statuses[(0, 0.01)][1]
+    assert statuses[(0, 0.01)][0] == "failed" and "length >= 1, got 0" in statuses[(0, 0.01)][1]
     rows = _rows(tmp_path / "out" / "trials.csv")
     assert sorted(r["status"] for r in rows) == ["diverged", "failed", "failed", "ok"]
 

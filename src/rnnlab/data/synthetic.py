@@ -15,6 +15,8 @@ import numpy as np
 
 def mean_sign_data(n: int, length: int = 20, features: int = 10, rng: np.random.Generator | None = None):
     """x (n, length, features) ~ N(0, 1); y (n,) = 1 where the mean of all of x[i] is positive."""
+    if length < 1:      # the mean of no values is undefined
+        raise ValueError(f"length: the sign-of-the-mean task needs length >= 1, got {length}")
     rng = rng or np.random.default_rng(0)
     x = rng.normal(size=(n, length, features))
     return x, (x.mean(axis=(1, 2)) > 0).astype(np.int64)
