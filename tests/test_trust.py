@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from rnnlab.cells import registry
 from rnnlab.cli import main
+from rnnlab.experiments.bench_cells import BenchResults
 from rnnlab.experiments.studies import EXPERIMENTS
 from rnnlab.files import MANIFEST, atomic_write, hold, read_json, record_json, staged_publish
 from rnnlab.train import CHECKPOINT, load_checkpoint
@@ -260,6 +262,30 @@ def test_the_cell_benchmark_never_replaces_a_page_it_did_not_publish(tmp_path, c
                        "--publish", tmp_path / "cells.md")
     assert code == 2 and "would replace cells.md, which bench-cells did not publish there" in err
     assert (tmp_path / "cells.md").read_text() == "a page of my own" and not (tmp_path / "out").exists()
+
+
+def test_the_cell_benchmark_never_publishes_less_than_the_page_it_replaces(tmp_path, capsys):
+    """A run publishing over a benchmark page must hold every (task, cell) the page holds, searched and seeded as
+    it was: a quick run of the default tasks over the suite's page is refused before anything trains."""
+    page, stored = tmp_path / "cells.md", tmp_path / "cells.json"
+    quick = ["--tasks", "adding-50", "--quick", "--workers", "1", "--publish", page]
+    assert cli(capsys, "bench-cells", "rnn", "gru", *quick, "--out", tmp_path / "first")[0] == 0
+    before = page.read_bytes(), stored.read_bytes()
+    for command, message in ((["gru", *quick], "holds 1 .task, cell. pairs this one does not .rnn on adding-50."),
+                             (["rnn", "gru", *quick[:2], *quick[3:]], "searched or seeded otherwise .learning_rates")):
+        code, _, err = cli(capsys, "bench-cells", *command, "--out", tmp_path / "second")
+        assert code == 2 and re.search(message, err), err
+        assert (page.read_bytes(), stored.read_bytes()) == before and not (tmp_path / "second").exists()
+    code, _, err = cli(capsys, "bench-cells", "--merge", tmp_path / "first" / "results.json", "--out",
+                       tmp_path / "merged", "--publish", page)
+    assert code == 0, err                                       # the same benchmark again: allowed
+    part = BenchResults.load(stored)
+    part.rows = [row for row in part.rows if row["cell"] == "gru"]
+    part.cells = [cell for cell in part.cells if cell["label"] == "gru"]
+    (tmp_path / "gru.json").write_text(part.to_json())
+    code, _, err = cli(capsys, "bench-cells", "--merge", tmp_path / "gru.json", "--out", tmp_path / "merged",
+                       "--publish", page)
+    assert code == 2 and "rnn on adding-50" in err and "--merge" in err
 
 
 def test_a_published_figure_path_that_leaves_its_folder_is_refused(tmp_path, capsys, monkeypatch):

@@ -570,8 +570,9 @@ def _bench_cells_command(sub) -> None:
 
 def _bench_cells(args: argparse.Namespace) -> int:
     from rnnlab.experiments import bench_cells
+    from rnnlab.experiments.bench_cells import SHARED
     from rnnlab.machine import processor_name
-    from rnnlab.pages.bench import write_bench
+    from rnnlab.pages.bench import check_replaces_no_more, write_bench
     from rnnlab.pages.published import published_files
 
     if args.merge:
@@ -593,6 +594,9 @@ def _bench_cells(args: argparse.Namespace) -> int:
                       check_only=True)      # before training: a refused destination must not cost the runs
     check_executor(args.executor, args.address, args.workers)
     plan = bench_cells.bench_plan(cells, [tasks[n] for n in names], args.quick, args.trials, args.search_size)
+    if target is not None:
+        check_replaces_no_more(target, {(t.name, c.label) for t in plan.tasks for c in plan.cells},
+                               {name: getattr(plan, name) for name in SHARED})
     results = bench_cells.run_bench(plan, args.out, args.executor, args.address, args.workers)
     results.machine, results.command = processor_name(), args.command_line
     print(write_bench(results, args.out, target))
@@ -601,7 +605,7 @@ def _bench_cells(args: argparse.Namespace) -> int:
 
 def _merge_bench(args: argparse.Namespace) -> int:
     from rnnlab.experiments import bench_cells
-    from rnnlab.pages.bench import write_bench
+    from rnnlab.pages.bench import check_replaces_no_more, write_bench
     from rnnlab.pages.published import published_files
 
     given = [flag for flag, value in (("CELL", args.cells), ("--cell", args.cell), ("--tasks", args.tasks),
@@ -618,6 +622,9 @@ def _merge_bench(args: argparse.Namespace) -> int:
     if target is not None:
         publish_files(target.parent, dict.fromkeys(published_files(target)), "bench-cells", check_only=True)
     results = bench_cells.merge([(path, bench_cells.BenchResults.load(path)) for path in args.merge])
+    if target is not None:
+        check_replaces_no_more(target, {(row["task"], row["cell"]) for row in results.rows},
+                               {name: getattr(results, name) for name in bench_cells.SHARED})
     results.command = args.command_line
     Path(args.out).mkdir(parents=True, exist_ok=True)
     print(write_bench(results, args.out, target))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from rnnlab.experiments.bench_cells import (
     EQUIVALENCE_TEST,
     FLOOR_RULE,
     FLOOR_WORD,
+    SHARED,
     BenchResults,
     deciding_test,
     rejudge,
@@ -244,6 +246,30 @@ def write_bench(results: BenchResults, out_dir: str | Path, target: Path | None 
     if target is not None:
         publish_bench(results, target)
     return text
+
+
+def check_replaces_no_more(target: Path, pairs: set[tuple[str, str]], search: dict[str, Any]) -> None:
+    """Refuse, before anything trains, a publish at ``target`` whose benchmark (``pairs``: (task, cell); ``search``:
+    the fields of ``SHARED``) would drop (task, cell) pairs of the one published there or judge with another search
+    or other seeds: a quick run with the default tasks must not quietly replace the suite's hours of runs."""
+    stored = target.with_suffix(".json")
+    if not stored.is_file():
+        return
+    published = BenchResults.load(stored)
+    dropped = sorted({(row["task"], row["cell"]) for row in published.rows} - pairs)
+    if dropped:
+        shown = ", ".join(f"{cell} on {task}" for task, cell in dropped[:5]) + (" …" if len(dropped) > 5 else "")
+        raise ValueError(f"--publish {target}: the benchmark published there holds {len(dropped)} (task, cell) "
+                         f"pairs this one does not ({shown}); publishing would drop them. Publish to another FILE, "
+                         f"or train what is new with --out elsewhere and publish `--merge` of its results.json with "
+                         f"{stored}; nothing was trained or written")
+    as_stored = json.loads(json.dumps(search))
+    differs = [name for name in SHARED if as_stored[name] != getattr(published, name)]
+    if differs:
+        shown = "; ".join(f"{name} {getattr(published, name)} there, {as_stored[name]} here" for name in differs)
+        raise ValueError(f"--publish {target}: the benchmark published there was searched or seeded otherwise "
+                         f"({shown}); publishing would replace its runs with runs of another search. Publish to "
+                         "another FILE; nothing was trained or written")
 
 
 def publish_bench(results: BenchResults, target: str | Path) -> Path:
