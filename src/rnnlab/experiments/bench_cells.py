@@ -622,6 +622,7 @@ def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str])
         claims.append({"a": a, "b": b, "relation": relation, "source": source,
                        "holds": [task for task in counted if _holds(per_task[task], relation)],
                        "tasks": counted, "floor": left_out,
+                       "untested": [task for task in counted if not tested(per_task[task])],
                        "words": {task: (FLOOR_WORD + "; " if task in left_out else "") + _claim_word(f, relation)
                                  for task, f in per_task.items()}})
     return {"comparisons": comparisons, "claims": claims, "across_tasks": across_tasks(rows, tasks, labels),

@@ -159,8 +159,14 @@ def _importance_blocks(results: BenchResults) -> list:
     ]
 
 
-def _left_out(floor: list[str]) -> str:
-    return f" ({len(floor)} more at the floor, not counted: {', '.join(floor)})" if floor else ""
+def _left_out(claim: dict[str, Any]) -> str:
+    """What the count "k of N" leaves out (tasks where both cells sit at the floor) and what it counts as not
+    holding without a test (a side finished fewer than 2 runs)."""
+    floor, untested = claim.get("floor", []), claim.get("untested", [])
+    notes = ([f"{len(floor)} more at the floor, not counted: {', '.join(floor)}"] if floor else []) + \
+        ([f"{len(untested)} of the {len(claim['tasks'])} not tested, a side finishing under 2 runs: "
+          f"{', '.join(untested)}"] if untested else [])
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _above_floor_row(results: BenchResults) -> list[list[str]]:
@@ -187,7 +193,7 @@ def bench_cells_page(results: BenchResults) -> Page:
 
     page = Page("Cells side by side: the rnnlab cell benchmark")
     claims = [[f"{c['a']} {c['relation']} {'than' if c['relation'] != 'same' else 'as'} {c['b']}", c["source"],
-               f"{len(c['holds'])} of {len(c['tasks'])}" + _left_out(c.get("floor", [])),
+               f"{len(c['holds'])} of {len(c['tasks'])}" + _left_out(c),
                "; ".join(f"{task}: {word}" for task, word in c["words"].items())] for c in results.claims]
     page.blocks += [
         Paragraph(_about(results), kind="about"),
@@ -200,7 +206,8 @@ def bench_cells_page(results: BenchResults) -> Page:
                   f"seeds a side do establish. A 'same' claim is not counted on a task where both cells sit at "
                   f"its floor ('{FLOOR_WORD}'): {FLOOR_RULE}. Two cells that learnt nothing are the same for want "
                   "of anything to compare, which says nothing about the cells; the count of cells above each "
-                  "task's floor closes the table of test metrics below."),
+                  "task's floor closes the table of test metrics below. A task where a side finished fewer "
+                  "than 2 runs has no test: it is counted as not holding, and named."),
         Table(["claim", "who claims it", "holds on", "per task"], claims, kind="verdicts"),
         Heading("Test metric per cell and task"),
         Paragraph("Mean ± std over the final seeds [95% t interval]; hidden units and parameters "

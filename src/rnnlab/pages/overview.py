@@ -29,6 +29,13 @@ def _tally(words: list[str]) -> str:
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
 
 
+def _set_aside(claim: dict) -> str:
+    """A benchmark claim's tasks beside its "k of N": those at the floor (not in N) and those untested (in N)."""
+    notes = ([f"{len(claim['untested'])} of the {len(claim['tasks'])} not tested"] if claim.get("untested") else []) \
+        + ([f"+{len(claim['floor'])} at the floor"] if claim.get("floor") else [])
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results/") -> str:
     """The README's table of every published study, map and the cell benchmark, computed from what
     ``dest`` stores (each study's runs.csv through today's verdicts, the benchmark's cells.json), so that
@@ -54,7 +61,7 @@ def results_overview(dest: str | Path = RESULTS_ROOT, links: str = "docs/results
         bench = json.loads(cells.read_text())
         relation = {"same": "the same as", "better": "better than", "worse": "worse than"}
         held = "; ".join(f"{c['a']} {relation.get(c['relation'], c['relation'])} {c['b']}: {len(c['holds'])} of "
-                         f"{len(c['tasks'])}" + (f" (+{len(c['floor'])} at the floor)" if c.get("floor") else "")
+                         f"{len(c['tasks'])}" + _set_aside(c)
                          for c in bench["claims"])
         title = "The cell benchmark" + ("" if cells.stem == "cells" else
                                         " on " + ", ".join(t["name"] for t in bench["tasks"]))
