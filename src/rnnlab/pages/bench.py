@@ -81,8 +81,8 @@ def _about(results: BenchResults) -> str:
             f"the same search ({_search_text(results)} × {len(results.search_seeds)} seeds, lowest mean dev loss), "
             f"then retrained on {n_final} seeds disjoint from the search's "
             f"({results.final_seeds[0]}–{results.final_seeds[-1]}). Compute: "
-            f"{results.compute_seconds / 3600:.2f} h of training summed over the {results.runs} runs "
-            f"(measured on {results.machine}); " + _invocations(results) + _throughput(results)
+            f"{results.compute_seconds / 3600:.2f} h of one-thread training summed over the {results.runs} runs "
+            f"(each run's wall time, measured on {results.machine}); " + _invocations(results) + _throughput(results)
             + ("Merged by " if results.parts else "") + f"`{results.command}`.")
 
 
@@ -99,11 +99,12 @@ def _invocations(results: BenchResults) -> str:
 
 
 def _throughput(results: BenchResults) -> str:
-    """The final runs per hour of one core, per engine (pages judged before rows kept their times say nothing)."""
+    """The final runs per hour of one-thread training, per engine, from each run's wall time: a core-hour where the
+    runs did not outnumber the cores (pages judged before rows kept their times say nothing)."""
     rates = runs_per_hour(results.rows)
     if not rates:
         return ""
-    return "Final runs per core-hour: " + "; ".join(
+    return "Final runs per hour of one-thread training (wall time): " + "; ".join(
         f"{engine} {r['per_hour']:,.0f} ({r['runs']} runs, {r['hours']:.2f} h)" for engine, r in rates.items()) + ". "
 
 

@@ -171,10 +171,10 @@ def greff_page(results: GreffResults) -> Page:
                   f"chorales). Each trial draws N log-uniform in [20, 200], the learning rate log-uniform in "
                   f"[1e−6, 1e−2], momentum 1 − u with u log-uniform in [0.01, 1] and the input noise σ uniform in "
                   f"[0, 1], as the paper. Settings: {WHY_SETTINGS}. NLL is per time step, summed over the 88 notes. "
-                  f"{finished} trials finished; {results.compute_seconds / 3600:.1f} h of training on "
-                  f"{results.machine or 'this machine'}" + (f" ({3600 * finished / results.compute_seconds:.1f} "
-                                                             f"trials per core-hour, engine {SETTINGS['engine']})"
-                                                             if results.compute_seconds else "")
+                  f"{finished} trials finished; {results.compute_seconds / 3600:.1f} h of one-thread training "
+                  f"(the trials' wall times summed) on {results.machine or 'this machine'}"
+                  + (f" ({3600 * finished / results.compute_seconds:.1f} trials per such hour, engine "
+                     f"{SETTINGS['engine']})" if results.compute_seconds else "")
                   + f". `{results.command}`.", kind="about"),
         *_interim(results),
         Heading("The paper's findings"),
