@@ -398,3 +398,37 @@ def test_the_committed_progress_restores_the_published_arm(tmp_path, no_importan
     assert greff.restore_trials(tmp_path, rows, "trials.jsonl") == len(rows) >= 9 * published.trials
     judged = greff.judge(greff.stored_records(tmp_path, published.trials))
     assert judged["variants"] == published.variants
+
+
+def test_a_publish_never_shows_fewer_trials_than_the_arm_published_there(tmp_path, capsys, monkeypatch):
+    """Fewer trials per variant asked for is refused before training; fewer finished after training (a machine
+    that did not restore the published trials) is refused before publishing, with the run's own page kept."""
+    from pathlib import Path
+
+    from rnnlab.pages.greff import publish_greff
+
+    published = greff.GreffResults.load(Path(__file__).resolve().parents[1] / "docs" / "results" / "greff-jsb.json")
+    page = tmp_path / "docs" / "greff-jsb.md"
+    publish_greff(published, page)
+    before = {path: path.read_bytes() for path in page.parent.rglob("*") if path.is_file()}
+    trained = []
+    fewer = dataclasses.replace(published, variants={**published.variants,
+                                                     "NP": {**published.variants["NP"], "finished": 150}})
+    monkeypatch.setattr(greff, "run_greff", lambda *args, **kwargs: trained.append(args) or fewer)
+
+    def run(*argv) -> tuple[int | str, str]:
+        try:
+            code = main(["greff", *argv, "--out", str(tmp_path / "out"), "--publish", str(page)])
+        except SystemExit as exit:
+            code = exit.code
+        return code, capsys.readouterr().err
+
+    code, err = run("--trials", "10")
+    assert code == 2 and "has 200 trials per variant; --trials 10 would replace it with fewer" in err
+    assert not trained and not (tmp_path / "out").exists()
+    code, err = run()
+    assert code == 2 and "fewer finished trials (NP 150 of its 200)" in err and "--restore" in err
+    assert len(trained) == 1 and (tmp_path / "out" / "greff-jsb.md").is_file()      # the run's own page is kept
+    assert {path: path.read_bytes() for path in page.parent.rglob("*") if path.is_file()} == before
+    monkeypatch.setattr(greff, "run_greff", lambda *args, **kwargs: published)
+    assert run()[0] == 0                                                             # the arm as published: allowed

@@ -663,7 +663,7 @@ def _greff_command(sub) -> None:
 def _greff(args: argparse.Namespace) -> int:
     from rnnlab.experiments import greff
     from rnnlab.machine import processor_name
-    from rnnlab.pages.greff import write_greff
+    from rnnlab.pages.greff import check_replaces_no_fewer, publish_greff, write_greff
     from rnnlab.pages.published import published_files
 
     if args.quick and args.trials:
@@ -687,11 +687,16 @@ def _greff(args: argparse.Namespace) -> int:
         if args.quick:
             raise ValueError("--publish: quick runs are not published; drop --quick")
         publish_files(target.parent, dict.fromkeys(published_files(target)), "greff", check_only=True)
+        check_replaces_no_fewer(target, trials)
     check_executor(args.executor, args.address, args.workers)
     results = greff.run_greff(args.out, trials, args.quick, executor=args.executor,
                               address=args.address, workers=args.workers, command=args.command_line)
     results.machine = processor_name()
-    print(write_greff(results, args.out, target))
+    text = write_greff(results, args.out)
+    if target is not None:
+        check_replaces_no_fewer(target, trials, results)
+        publish_greff(results, target)
+    print(text)
     return 0
 
 

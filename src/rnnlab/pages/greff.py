@@ -235,14 +235,35 @@ def marginals_png(results: GreffResults, path: Path) -> Path:
                           log=("lr", "hidden", "1 − momentum"), ylim=(8.0, 14.0))
 
 
-def write_greff(results: GreffResults, out_dir: str | Path, target: Path | None = None) -> str:
-    """``results.json``, ``greff-jsb.md`` and its figure in ``out_dir``; with ``target``, published there. Returns
+def write_greff(results: GreffResults, out_dir: str | Path) -> str:
+    """``results.json``, ``greff-jsb.md`` and its figure in ``out_dir`` (``publish_greff`` publishes them). Returns
     the page."""
     marginals_png(results, Path(out_dir) / MARGINALS)
-    text = write_results_page(greff_page(results), results.to_json(), out_dir, "greff-jsb.md")
-    if target is not None:
-        publish_greff(results, target)
-    return text
+    return write_results_page(greff_page(results), results.to_json(), out_dir, "greff-jsb.md")
+
+
+def check_replaces_no_fewer(target: Path, trials: int, results: GreffResults | None = None) -> None:
+    """Refuse a publish at ``target`` that would show fewer trials than the arm published there: before training,
+    fewer ``trials`` per variant asked for; after, with ``results``, fewer finished for any variant (a new machine
+    that did not ``--restore`` the published trials)."""
+    stored = target.with_suffix(".json")
+    if not stored.is_file():
+        return
+    published = GreffResults.load(stored)
+    if trials < published.trials:
+        raise ValueError(f"--publish {target}: the arm published there has {published.trials} trials per variant; "
+                         f"--trials {trials} would replace it with fewer. Give --trials {published.trials} or more, "
+                         "or publish to another FILE; nothing was trained or written")
+    if results is None:
+        return
+    fewer = [f"{name} {results.variants.get(name, {}).get('finished', 0)} of its {row['finished']}"
+             for name, row in published.variants.items()
+             if results.variants.get(name, {}).get("finished", 0) < row["finished"]]
+    if fewer:
+        raise ValueError(f"--publish {target}: these trials would replace the published arm with fewer finished "
+                         f"trials ({'; '.join(fewer)}). What trained is kept in --out, with its page; run again with "
+                         f"--restore {stored} to add the published trials, or publish to another FILE; nothing was "
+                         "published")
 
 
 def publish_greff(results: GreffResults, target: str | Path) -> Path:
