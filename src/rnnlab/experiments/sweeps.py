@@ -377,12 +377,13 @@ class TrialStore:
         return self.jobs.folder(trial.id)
 
     RECORD_KEYS = {"id": str, "group": str, "config": str, "values": dict, "seed": int, "metrics": dict,
-                   "status": str}
+                   "seconds": (int, float, type(None)), "status": str, "error": str}
 
     def record(self, trial: Trial) -> dict | None:
         """The trial's stored record, or None; a damaged one raises ValueError naming its file."""
         record = self.jobs.done(trial.id)
-        if record is not None and not all(isinstance(record.get(k), t) for k, t in self.RECORD_KEYS.items()):
+        keys = self.RECORD_KEYS.items()
+        if record is not None and not all(k in record and isinstance(record[k], t) for k, t in keys):
             raise ValueError(f"{self.path(trial) / self.jobs.marker}: not a trial record (expected "
                              f"{', '.join(self.RECORD_KEYS)}); move the trial's folder away, or pass --force to "
                              "train every trial again")
