@@ -121,6 +121,19 @@ def _cached_splits(na: int, nb: int, exact_up_to: int, resamples: int) -> tuple[
     return np.vstack([np.arange(na)[None, :], random]), False
 
 
+@functools.lru_cache(maxsize=16)
+def _split_shares(na: int, nb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per split of ``_splits``, what the data do not change: c = k/na − (na − k)/nb (k of its na seeds came from
+    a), and whether it is the observed split or, when na = nb, its mirror. Read-only: they are shared."""
+    index, _ = _splits(na, nb)
+    k = np.count_nonzero(index < na, axis=1)
+    c = k / na - (na - k) / nb
+    observed = (k == na) | ((k == 0) & (na == nb))
+    for array in (c, observed):
+        array.flags.writeable = False
+    return c, observed
+
+
 @dataclass(frozen=True)
 class Permutation:
     """The permutation test of mean(a) − mean(b) = shift, at every shift at once.
@@ -171,15 +184,13 @@ def permutation(a, b) -> Permutation:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     na, nb = a.size, b.size
     index, exact = _splits(na, nb)
+    c, observed = _split_shares(na, nb)
     pooled = np.concatenate([a, b])
     sums = pooled[index].sum(axis=1)
     d = float(a.mean() - b.mean())
-    k = np.count_nonzero(index < na, axis=1)
     spread = sums / na - (pooled.sum() - sums) / nb
-    c = k / na - (na - k) / nb
     e = spread - d * c
     sign = np.sign(e)
-    observed = (k == na) | ((k == 0) & (na == nb))      # the observed split and, when na = nb, its mirror
     with np.errstate(divide="ignore", invalid="ignore"):
         below = np.where(observed, np.inf, np.abs(e) / (1 - sign * c))
         above = np.where(observed, np.inf, np.abs(e) / (1 + sign * c))
@@ -279,17 +290,27 @@ def score_test_exact(ka: int, na: int, kb: int, nb: int, delta: float = 0.0) -> 
     """Two-sided exact unconditional p of pa − pb = delta given ka of na and kb of nb successes: the
     probability, maximised over the rates that satisfy the hypothesis, of a table whose score statistic
     is at least as far from 0 as the observed one (Barnard's test with the pooled score at delta = 0)."""
-    z = _score_statistics(na, nb, delta)
-    extreme = np.abs(z) >= abs(z[ka, kb]) - 1e-9
-    lower, upper = max(0.0, -delta), min(1.0, 1.0 - delta)
-    if upper < lower:
+    if max(0.0, -delta) > min(1.0, 1.0 - delta):
         return 0.0
-    pb = np.linspace(lower, upper, _NUISANCE_GRID)
-    pa = np.clip(pb + delta, 0.0, 1.0)
-    prob_a = stats.binom.pmf(np.arange(na + 1)[None, :], na, pa[:, None])    # (grid, na + 1)
-    prob_b = stats.binom.pmf(np.arange(nb + 1)[None, :], nb, pb[:, None])    # (grid, nb + 1)
+    z, prob_a, prob_b = _tables_under(na, nb, delta)
+    extreme = np.abs(z) >= abs(z[ka, kb]) - 1e-9
     p = np.einsum("ga,gb,ab->g", prob_a, prob_b, extreme.astype(np.float64))
     return float(min(1.0, p.max()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tables_under(na: int, nb: int, delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``score_test_exact`` needs of pa − pb = delta whatever the counts, kept for the next counts with these
+    seeds (an interval asks every hundredth): the score statistic of every table, and the binomial probabilities
+    of each side's counts at each nuisance rate of the grid, (grid, na + 1) and (grid, nb + 1). Read-only."""
+    z = _score_statistics(na, nb, delta)
+    pb = np.linspace(max(0.0, -delta), min(1.0, 1.0 - delta), _NUISANCE_GRID)
+    pa = np.clip(pb + delta, 0.0, 1.0)
+    prob_a = stats.binom.pmf(np.arange(na + 1)[None, :], na, pa[:, None])
+    prob_b = stats.binom.pmf(np.arange(nb + 1)[None, :], nb, pb[:, None])
+    for array in (z, prob_a, prob_b):
+        array.flags.writeable = False
+    return z, prob_a, prob_b
 
 
 def count_interval(ka: int, na: int, kb: int, nb: int, alpha: float = ALPHA) -> tuple[float, float]:
