@@ -3,6 +3,8 @@ reference truncated gradient built independently of the backward pass."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 import rnnlab
@@ -18,6 +20,26 @@ CELL_CONFIGS = {
 }
 BIASES = {"none": {"bias": False}, "bias": {"bias": True}, "two-biases": {"bias": True, "recurrent_bias": True}}
 LOSS_MODES = ("ce-steps", "ce-last", "bce-steps", "se-steps")
+
+
+def covering_rows(factors: list[list], strength: int = 3) -> list[tuple]:
+    """Rows of the full grid ``itertools.product(*factors)`` such that every combination of values of any
+    ``strength`` factors appears in at least one row: a covering array, picked greedily (the row covering the most
+    combinations not yet covered, the first such in grid order), so the same rows on every run. For a grid whose
+    other engines share one engine's full check, it keeps every interaction of up to ``strength`` factors
+    (cell × loss × truncation depth, cell × bias × mask, …) at a fraction of the rows."""
+    rows = list(itertools.product(*factors))
+    groups = list(itertools.combinations(range(len(factors)), strength))
+
+    def combinations(row: tuple) -> set:
+        return {(group, tuple(row[i] for i in group)) for group in groups}
+
+    uncovered, chosen = set().union(*map(combinations, rows)), []
+    while uncovered:
+        best = max(rows, key=lambda row: len(combinations(row) & uncovered))
+        chosen.append(best)
+        uncovered -= combinations(best)
+    return sorted(chosen, key=rows.index)
 
 
 def gradcheck_cell(config: str, bias: str, input_size: int, hidden: int, seed: int) -> rnnlab.Cell:

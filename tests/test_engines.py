@@ -22,6 +22,7 @@ from helpers import (
     LOSS_MODES,
     Head,
     backward_against_finite_differences,
+    covering_rows,
     join_state,
     make_mask,
     split_state,
@@ -34,11 +35,34 @@ from rnnlab.engines.threads import available_threads, blas_threads, choose_threa
 
 try:
     import jax  # noqa: F401
-    ENGINES = ["numba", pytest.param("jax", marks=pytest.mark.slow)]     # JAX compiles each case: the slow tier
+    JAX_MARK = pytest.mark.slow      # JAX compiles each case: the slow tier
 except ImportError:  # the jax extra is optional; its tests are skipped, naming why
-    ENGINES = ["numba", pytest.param("jax", marks=pytest.mark.skip(reason="the jax extra is not installed"))]
+    JAX_MARK = pytest.mark.skip(reason="the jax extra is not installed")
+ENGINES = ["numba", pytest.param("jax", marks=JAX_MARK)]
 
-COMBOS = list(itertools.product(CELL_CONFIGS, BIASES, LOSS_MODES, (False, True), (None, 0, 1, 3)))
+GRID = [list(CELL_CONFIGS), list(BIASES), list(LOSS_MODES), [False, True], [None, 0, 1, 3]]
+COMBOS = list(itertools.product(*GRID))
+# the Numba engine is checked on the whole grid (576 cases); JAX, and oneMKL serving the Numba kernels' products
+# (test_blas_provider.py, which selects the cases named "covering"), on the 96 rows in which every combination of
+# any three of the five factors appears: the same finite differences, a sixth of the time
+COVERING = set(covering_rows(GRID))
+
+
+def _fd_case(combo: tuple, engine: str, marks=()):
+    name = "-".join(map(str, (*combo, engine)))
+    return pytest.param(*combo, engine, marks=marks, id=name + ("-covering" if combo in COVERING else ""))
+
+
+FD_CASES = [_fd_case(combo, "numba") for combo in COMBOS] + [_fd_case(combo, "jax", JAX_MARK) for combo in COMBOS
+                                                            if combo in COVERING]
+
+
+def test_the_covering_rows_hold_every_combination_of_three_factors_and_a_sixth_of_the_grid():
+    for group in itertools.combinations(range(len(GRID)), 3):
+        seen = {tuple(row[i] for i in group) for row in COVERING}
+        assert seen == set(itertools.product(*(GRID[i] for i in group))), group
+    assert len(COVERING) == 6 * 4 * 4      # the fewest possible: every cell × loss × depth needs its own row
+    assert covering_rows([[1, 2], [3, 4]], strength=2) == [(1, 3), (1, 4), (2, 3), (2, 4)]
 
 
 def _pair(config, bias, I, H, seed, engine, dtype=np.float64):
@@ -48,8 +72,7 @@ def _pair(config, bias, I, H, seed, engine, dtype=np.float64):
     return rnnlab.make_cell(kind, I, H, **common), rnnlab.make_cell(kind, I, H, engine=engine, **common)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("config, bias, loss_mode, masked, back_steps", COMBOS)
+@pytest.mark.parametrize("config, bias, loss_mode, masked, back_steps, engine", FD_CASES)
 def test_compiled_backward_matches_finite_differences(config, bias, loss_mode, masked, back_steps, engine):
     T, B, I, H = 4, 2, 3, 3
     rng = np.random.default_rng(7)

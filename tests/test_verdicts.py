@@ -290,42 +290,60 @@ def test_a_range_open_at_one_end_is_at_most_or_at_least():
     assert at_least.difference == pytest.approx(np.mean([-3.1, -2.9, -3.3, -2.8]) + 2.0)
 
 
-def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path):
-    """Republishing from the page as data and the runs and trials published beside each page
-    (``republish_verdicts``, ``republish_sweep_comparisons``, ``republish_bench``), with every Markdown file deleted
-    first, changes
-    no page: the words, numbers, intervals and budget findings on
-    docs/results are today's code applied to the stored data."""
-    import shutil
+def _published_pages() -> list[tuple[str, str]]:
+    """(kind, name) of every page docs/results publishes from stored data: the studies, the maps (a sweep's
+    report) and the cell benchmarks (one case each, so that they run side by side)."""
+    studies = [("study", n) for n in sorted(n for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file())]
+    maps = [("map", report.parent.name) for report in sorted(PUBLISHED.glob("*/report.md"))]
+    return studies + maps + [("bench", bench.stem) for bench in sorted(PUBLISHED.glob("cells*.json"))]
 
-    from rnnlab.pages.bench import republish_bench
-    from rnnlab.pages.overview import results_overview
-    from rnnlab.pages.study import republish_verdicts
-    from rnnlab.pages.sweep import republish_sweep_comparisons
+
+def _without_markdown(tmp_path: Path) -> Path:
+    import shutil
 
     copy = tmp_path / "results"
     shutil.copytree(PUBLISHED, copy)
     for page in copy.rglob("*.md"):     # no Markdown is read back: republishing reads page.json and the runs
         page.unlink()
-    assert results_overview(copy) == results_overview(PUBLISHED)
-    for name in sorted(n for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file()):
+    return copy
+
+
+@pytest.mark.parametrize("kind, name", _published_pages())
+def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path, kind, name):
+    """Republishing from the page as data and the runs and trials published beside each page
+    (``republish_verdicts``, ``republish_sweep_comparisons``, ``republish_bench``), with every Markdown file deleted
+    first, changes no page: the words, numbers, intervals and budget findings on docs/results are today's code
+    applied to the stored data."""
+    from rnnlab.pages.bench import republish_bench
+    from rnnlab.pages.study import republish_verdicts
+    from rnnlab.pages.sweep import republish_sweep_comparisons
+
+    copy = _without_markdown(tmp_path)
+    if kind == "study":
         republish_verdicts(name, copy)
-        assert (copy / f"{name}.md").read_text() == (PUBLISHED / f"{name}.md").read_text(), name
-        assert (copy / name / "page.json").read_text() == (PUBLISHED / name / "page.json").read_text(), name
-    for report in sorted(PUBLISHED.glob("*/report.md")):
-        republish_sweep_comparisons(copy / report.parent.name)
-        assert (copy / report.parent.name / "report.md").read_text() == report.read_text(), report.parent.name
-        assert (copy / report.parent.name / "page.json").read_text() == (report.parent / "page.json").read_text()
-    # every map was republished above; a page made from its own results file (the benchmarks, Greff's arm) is not a
-    # map, and has its own test
+        written = (f"{name}.md", f"{name}/page.json")
+    elif kind == "map":
+        republish_sweep_comparisons(copy / name)
+        written = (f"{name}/report.md", f"{name}/page.json")
+    else:       # a cell benchmark, judged again from its values
+        republish_bench(copy / f"{name}.md")
+        written = (f"{name}.md", f"{name}.json", f"{name}/page.json")
+    for file in written:
+        assert (copy / file).read_text() == (PUBLISHED / file).read_text(), file
+
+
+def test_every_published_page_is_republished_by_a_case_above_and_the_overview_reads_no_markdown(tmp_path):
+    """The cases above cover every map: a page made from its own results file (the benchmarks, Greff's arm) is not
+    a map, and has its own test; the results overview is made from the pages' data alone."""
+    from rnnlab.pages.overview import results_overview
+
+    assert results_overview(_without_markdown(tmp_path)) == results_overview(PUBLISHED)
     from_results = {stored.stem for stored in PUBLISHED.glob("*.json")}
     maps = [page for page in PUBLISHED.glob("*-*/page.json") if page.parent.name not in from_results]
     assert len(list(PUBLISHED.glob("*/report.md"))) == len(maps) - \
         sum((PUBLISHED / n / "page.json").is_file() for n in EXPERIMENTS if "-" in n)
-    for bench in sorted(PUBLISHED.glob("cells*.json")):     # the cell benchmark(s), judged again from their values
-        republish_bench(copy / bench.with_suffix(".md").name)
-        for name in (f"{bench.stem}.md", bench.name, f"{bench.stem}/page.json"):
-            assert (copy / name).read_text() == (PUBLISHED / name).read_text(), name
+    kinds = {kind for kind, _ in _published_pages()}
+    assert kinds == {"study", "map", "bench"}
 
 
 def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():
