@@ -47,6 +47,29 @@ def test_the_iqm_is_scipys_trimmed_mean_of_the_pooled_runs(runs):
     assert iqm(runs) == pytest.approx(stats.trim_mean(np.concatenate(runs), 0.25))
 
 
+_scores = st.floats(-2, 2) | st.sampled_from([0.0, 1.0, np.nan])
+
+
+@settings(max_examples=200, deadline=None)
+@given(draws=st.sampled_from([(), (1,), (3,)]), nx=st.integers(1, 8), ny=st.integers(1, 8), data=st.data())
+def test_the_pairs_won_are_mann_whitneys_u_in_the_same_bits(draws, nx, ny, data):
+    """What each task adds to P(X > Y) is U / (n_x n_y) as scipy.stats.mannwhitneyu gives it, bit for bit, with
+    ties and a NaN (which makes it NaN), one comparison or a batch of bootstrap draws. (Infinities count as the
+    largest and smallest scores; SciPy 1.9 made them NaN.)"""
+    from rnnlab.experiments.aggregate import _wins
+
+    x = np.array(data.draw(st.lists(_scores, min_size=int(np.prod(draws)) * nx, max_size=int(np.prod(draws)) * nx)))
+    y = np.array(data.draw(st.lists(_scores, min_size=int(np.prod(draws)) * ny, max_size=int(np.prod(draws)) * ny)))
+    x, y = x.reshape(*draws, nx), y.reshape(*draws, ny)
+    if x.shape == y.shape and np.array_equal(x, y):
+        return      # the same runs: ½ by definition, where U's normal approximation is not asked
+    expected = stats.mannwhitneyu(x, y, alternative="greater", axis=-1).statistic / (nx * ny)
+    assert np.array_equal(np.asarray(_wins(x, y)), np.asarray(expected), equal_nan=True)
+    assert np.shape(_wins(x, y)) == np.shape(expected)
+    assert _wins(np.array([np.inf]), np.array([1.0, np.inf])) == 0.75
+    assert _wins(np.array([0.0]), np.array([np.inf, -np.inf])) == 0.5
+
+
 def test_probability_of_improvement_counts_pairs_and_ties():
     assert probability_of_improvement([np.array([2.0, 3.0])], [np.array([0.0, 1.0])]) == 1.0
     assert probability_of_improvement([np.array([1.0, 2.0])], [np.array([1.0, 1.0])]) == pytest.approx(0.75)

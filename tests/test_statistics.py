@@ -88,6 +88,22 @@ def test_clopper_pearson_equals_statsmodels_and_inverts_the_binomial_test(k, n):
         assert (S.binomial_p(k, n, rate) >= 0.05) == inside or abs(rate - low) < 1e-6 or abs(rate - high) < 1e-6
 
 
+def test_the_permutation_test_follows_its_exact_bound_and_resamples_when_they_change(monkeypatch):
+    """What a permutation test keeps per seed count is kept per bound too: a test (or a caller) that lowers
+    EXACT_UP_TO gets random splits, and the exact test again once it is restored."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=10), rng.normal(size=10) + 1
+    exact = S.permutation(a, b)
+    monkeypatch.setattr(S, "EXACT_UP_TO", 5)
+    sampled = S.permutation(a, b)
+    assert not sampled.exact and sampled.splits == S.RESAMPLES + 1
+    monkeypatch.setattr(S, "RESAMPLES", 999)
+    assert S.permutation(a, b).splits == 1000
+    monkeypatch.undo()
+    again = S.permutation(a, b)
+    assert again.exact and again.splits == exact.splits == math.comb(20, 10) and again.p == exact.p
+
+
 @settings(max_examples=30, deadline=None)
 @given(p=st.lists(st.floats(0, 1), min_size=1, max_size=12))
 def test_holm_equals_statsmodels(p):

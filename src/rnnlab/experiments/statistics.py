@@ -121,11 +121,15 @@ def _cached_splits(na: int, nb: int, exact_up_to: int, resamples: int) -> tuple[
     return np.vstack([np.arange(na)[None, :], random]), False
 
 
-@functools.lru_cache(maxsize=16)
 def _split_shares(na: int, nb: int) -> tuple[np.ndarray, np.ndarray]:
     """Per split of ``_splits``, what the data do not change: c = k/na − (na − k)/nb (k of its na seeds came from
     a), and whether it is the observed split or, when na = nb, its mirror. Read-only: they are shared."""
-    index, _ = _splits(na, nb)
+    return _cached_split_shares(na, nb, EXACT_UP_TO, RESAMPLES)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_split_shares(na: int, nb: int, exact_up_to: int, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    index, _ = _cached_splits(na, nb, exact_up_to, resamples)
     k = np.count_nonzero(index < na, axis=1)
     c = k / na - (na - k) / nb
     observed = (k == na) | ((k == 0) & (na == nb))
