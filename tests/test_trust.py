@@ -325,6 +325,32 @@ def test_republishing_a_study_keeps_what_others_put_beside_its_page(tmp_path, ca
     assert (dest / "tiny.md").read_text() == "the page, edited by hand"
 
 
+def test_a_publish_that_would_replace_a_column_with_fewer_seeds_is_refused_before_and_after_training(
+        tmp_path, capsys, monkeypatch):
+    from rnnlab.pages.study import SETTING, TUNED, check_replaces_no_fewer_seeds, published_seeds, write_published
+
+    _tiny(monkeypatch)
+    out, dest = tmp_path / "runs", tmp_path / "docs"
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "2", "--workers", "1", "--out", out, "--publish", dest)[0] == 0
+    assert published_seeds(dest, "tiny", SETTING) == {"rnn": 2, "gru": 2} and published_seeds(dest, "tiny", TUNED) == {}
+    page = (dest / "tiny.md").read_bytes()
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", tmp_path / "fewer",
+                       "--publish", dest)
+    assert code == 2 and "--seeds 1 would replace it with fewer (gru 1 of its 2; rnn 1 of its 2)" in err
+    assert "Give --seeds 2 or more" in err and not (tmp_path / "fewer").exists()     # refused before training
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", tmp_path / "fewer")[0] == 0
+    with pytest.raises(ValueError, match=r"replaced with fewer seeds \(gru 1 of its 2; rnn 1 of its 2\)\. What "
+                                         r"trained is kept in .*fewer.tiny"):
+        write_published(tmp_path / "fewer", "tiny", dest)     # after training: what is stored is counted
+    assert (dest / "tiny.md").read_bytes() == page and published_seeds(dest, "tiny", SETTING)["gru"] == 2
+    check_replaces_no_fewer_seeds(dest, "tiny", TUNED, 1)     # no tuned column published: nothing to replace
+    check_replaces_no_fewer_seeds(dest, "tiny", SETTING, {"gru": 2, "rnn": 3, "lstm": 1})   # lstm is not published
+    with pytest.raises(ValueError, match="rnn 1 of its 2"):
+        check_replaces_no_fewer_seeds(dest, "tiny", SETTING, {"gru": 2, "rnn": 1})
+    assert cli(capsys, "reproduce", "tiny", "--seeds", "3", "--workers", "1", "--out", out, "--publish", dest)[0] == 0
+    assert published_seeds(dest, "tiny", SETTING) == {"rnn": 3, "gru": 3}
+
+
 def test_runs_whose_settings_changed_are_set_aside_not_deleted(tmp_path, capsys, monkeypatch):
     _tiny(monkeypatch)
     out = tmp_path / "runs"

@@ -363,25 +363,28 @@ def _analyze(args: argparse.Namespace) -> int:
 def _run_experiment(exp, args: argparse.Namespace) -> int:
     from rnnlab.experiments.runner import run_experiment
     from rnnlab.pages.run import summary_text, write_report
-    from rnnlab.pages.study import write_published
+    from rnnlab.pages.study import SETTING, TUNED, check_replaces_no_fewer_seeds, write_published
 
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds: expected at least 1, got {args.seeds}")
     check_executor(args.executor, args.address, args.workers, replicas=args.replicas)
-    if getattr(args, "tune", False):
+    tune = getattr(args, "tune", False)
+    if args.cell and (args.publish or tune):
+        raise ValueError("--cell: a study with your cells is kept under runs/NAME+CELL, not published or tuned")
+    if args.publish and args.quick:
+        raise ValueError("--publish: quick runs are not published; drop --quick")
+    if args.publish:        # before the search and training: a refused publish must not cost them
+        check_publish_folder(args.publish)
+        if args.seeds is not None:
+            check_replaces_no_fewer_seeds(args.publish, exp.name, TUNED if tune else SETTING, args.seeds)
+    if tune:
         from rnnlab.experiments.sweeps import tune_experiment
 
         exp = tune_experiment(exp, args.out, quick=args.quick, force=args.force, executor=args.executor,
                               address=args.address, workers=args.workers).experiment
-    if args.publish and args.quick:
-        raise ValueError("--publish: quick runs are not published; drop --quick")
-    if args.publish:
-        check_publish_folder(args.publish)      # before training: a refused destination must not cost the runs
     if args.cell:
         from rnnlab.experiments.with_cells import with_cells
 
-        if args.publish or getattr(args, "tune", False):
-            raise ValueError("--cell: a study with your cells is kept under runs/NAME+CELL, not published or tuned")
         exp = with_cells(exp, args.cell)
     results = run_experiment(exp, args.out, seeds=args.seeds, workers=args.workers, quick=args.quick,
                              force=args.force, progress=True, replicas=args.replicas, engine=args.engine,

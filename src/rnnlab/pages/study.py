@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -380,21 +381,62 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
     published (its sections and files), so that rerunning one variant does not need the other.
     Published through a staging copy (``files.staged_publish``): only files this study published
     before are replaced or removed."""
+    for label, folder in _stored_folders(Path(out_root), name).items():
+        runs = StudyResults.load(folder / "results.json").runs
+        check_replaces_no_fewer_seeds(dest, name, label, dict(Counter(run.key for run in runs)), out=folder)
     with staged_publish(dest, f"study {name}") as stage:
         _write_published(Path(out_root), name, stage)
     return Path(dest) / f"{name}.md"
+
+
+def published_seeds(dest: str | Path, name: str, label: str) -> dict[str, int]:
+    """Seeds per configuration of the column ``label`` published with ``dest/NAME.md`` ({} when none is)."""
+    dest = Path(dest)
+    runs_csv = dest / name / RUNS_CSV[label]
+    if not (runs_csv.is_file() and (dest / f"{name}.md").is_file()):
+        return {}
+    return dict(Counter(run.key for run in read_runs_csv(runs_csv)))
+
+
+def check_replaces_no_fewer_seeds(dest: str | Path, name: str, label: str, seeds: int | dict[str, int],
+                                  out: str | Path | None = None) -> None:
+    """Refuse a publish into ``dest`` that would replace the column ``label`` of the page published there
+    with fewer seeds of any configuration: before training, the ``seeds`` per configuration asked for;
+    after, with ``out`` (where the runs are kept), the seeds stored per configuration."""
+    published = published_seeds(dest, name, label)
+    asked = {key: seeds if isinstance(seeds, int) else seeds.get(key, n) for key, n in published.items()}
+    fewer = {key: n for key, n in sorted(published.items()) if asked[key] < n}
+    if not fewer:
+        return
+    most = max(fewer.values())
+    listed = "; ".join(f"{key} {asked[key]} of its {n}" for key, n in list(fewer.items())[:4])
+    more = f"; and {len(fewer) - 4} more" if len(fewer) > 4 else ""
+    where = f"--publish {dest}: the column '{label}' of {name}.md published there"
+    if out is None:
+        raise ValueError(f"{where} has up to {most} seeds per configuration; --seeds {seeds} would replace it with "
+                         f"fewer ({listed}{more}). Give --seeds {most} or more, or publish to another DIR; nothing "
+                         "was trained or written")
+    raise ValueError(f"{where} would be replaced with fewer seeds ({listed}{more}). What trained is kept in {out}, "
+                     f"with its report; run again with --seeds {most} to add seeds, or publish to another DIR; "
+                     "nothing was published")
+
+
+def _stored_folders(out_root: Path, name: str) -> dict[str, Path]:
+    """The folders under ``out_root`` that hold stored results of NAME, by the column they fill."""
+    folders = {SETTING: out_root / name, TUNED: out_root / f"{name}-tuned"}
+    return {label: folder for label, folder in folders.items() if (folder / "results.json").is_file()}
 
 
 def _published_variants(out_root: Path, name: str, dest: Path) -> tuple[dict[str, Variant], dict[str, Path]]:
     """The page's columns: each variant stored under ``out_root`` (with its folder), else kept as published
     in ``dest``; refused when nothing is stored."""
     variants: dict[str, Variant] = {}
-    folders: dict[str, Path] = {}
-    for label, folder in ((SETTING, out_root / name), (TUNED, out_root / f"{name}-tuned")):
-        if (folder / "results.json").is_file():
-            results = StudyResults.load(folder / "results.json")
-            variants[label] = Variant(results.verdicts, results.seeds, results.runs, results, read_calls(folder))
-            folders[label] = folder
+    folders = _stored_folders(out_root, name)
+    for label in (SETTING, TUNED):
+        if label in folders:
+            results = StudyResults.load(folders[label] / "results.json")
+            variants[label] = Variant(results.verdicts, results.seeds, results.runs, results,
+                                      read_calls(folders[label]))
         elif (dest / name / RUNS_CSV[label]).is_file() and (dest / f"{name}.md").is_file():
             runs = read_runs_csv(dest / name / RUNS_CSV[label])
             variants[label] = Variant([], _seeds_of(runs), runs, kept=KeptColumn.read(dest, name, label))
