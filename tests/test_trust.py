@@ -343,12 +343,20 @@ def test_a_publish_that_would_replace_a_column_with_fewer_seeds_is_refused_befor
                                          r"trained is kept in .*fewer.tiny"):
         write_published(tmp_path / "fewer", "tiny", dest)     # after training: what is stored is counted
     assert (dest / "tiny.md").read_bytes() == page and published_seeds(dest, "tiny", SETTING)["gru"] == 2
+    runs_csv = dest / "tiny" / "runs.csv"
+    kept, lines = runs_csv.read_bytes(), runs_csv.read_text().splitlines()
+    runs_csv.write_text("\n".join([*lines[:2], lines[2].split(",")[0], *lines[3:]]) + "\n")
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "3", "--workers", "1", "--out", out, "--publish", dest)
+    assert code == 2 and f"{runs_csv}: line 3: not a run" in err                        # a damaged published row
+    jobs = out / "tiny" / "jobs"
+    assert len(list(jobs.glob("*-s1"))) == 2 and not list(jobs.glob("*-s2"))          # refused before training
+    runs_csv.write_bytes(kept)
     check_replaces_no_fewer_seeds(dest, "tiny", TUNED, 1)     # no tuned column published: nothing to replace
     check_replaces_no_fewer_seeds(dest, "tiny", SETTING, {"gru": 2, "rnn": 3, "lstm": 1})   # lstm is not published
     with pytest.raises(ValueError, match="rnn 1 of its 2"):
         check_replaces_no_fewer_seeds(dest, "tiny", SETTING, {"gru": 2, "rnn": 1})
     assert cli(capsys, "reproduce", "tiny", "--seeds", "3", "--workers", "1", "--out", out, "--publish", dest)[0] == 0
-    assert published_seeds(dest, "tiny", SETTING) == {"rnn": 3, "gru": 3}
+    assert published_seeds(dest, "tiny", SETTING) == {"rnn": 3, "gru": 3} and len(list(jobs.glob("*-s2"))) == 2
 
 
 def test_runs_whose_settings_changed_are_set_aside_not_deleted(tmp_path, capsys, monkeypatch):

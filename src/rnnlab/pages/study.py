@@ -240,9 +240,19 @@ def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) 
 
 
 def read_runs_csv(path: str | Path) -> list[Run]:
-    """A published runs.csv: one run per row (an empty cell is no measurement)."""
+    """A published runs.csv: one run per row (an empty cell is no measurement); a damaged row is refused naming
+    the file and line."""
+    runs = []
     with open(path, newline="") as f:
-        return [Run.from_row(row) for row in csv.DictReader(f)]
+        rows = csv.DictReader(f)
+        for row in rows:
+            try:
+                runs.append(Run.from_row(row))
+            except KeyError as err:
+                raise ValueError(f"{path}: line {rows.line_num}: no {err} column; not a runs.csv") from None
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"{path}: line {rows.line_num}: not a run ({err})") from None
+    return runs
 
 
 def republish_verdicts(name: str, dest: str | Path = "docs/results") -> Path:
