@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from rnnlab.cells import registry
@@ -769,6 +769,57 @@ def test_a_damaged_stored_sweep_never_raises_a_traceback_nor_loses_a_file(stored
     code, _, err = cli(capsys, "sweep", stored / "sweep.toml", "--workers", "1", "--out", out)
     _check_nothing_lost(before, out, file, SWEEP_OUTPUTS, code, err)
     assert (out / "notes.txt").read_text() == "a reader's notes"
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A study's page published at its setting (with a co-author's notes beside it), and the study tuned, stored
+    elsewhere: publishing the tuned column keeps the published one, read back from the page."""
+    from test_experiments import _tiny_study
+
+    root = tmp_path_factory.mktemp("published")
+    saved = EXPERIMENTS.get("tiny")
+    EXPERIMENTS["tiny"] = _tiny_study()
+    try:
+        for args in (["--out", root / "setting", "--publish", root / "docs"], ["--tune", "--out", root / "tuned"]):
+            assert main(["reproduce", "tiny", "--seeds", "1", "--workers", "1", *map(str, args)]) == 0
+    finally:
+        EXPERIMENTS.pop("tiny") if saved is None else EXPERIMENTS.__setitem__("tiny", saved)
+    (root / "docs" / "tiny" / "notes.txt").write_text("a co-author's notes")
+    return root
+
+
+PUBLISHED_FILES = ("tiny.md", "tiny/page.json", "tiny/runs.csv", MANIFEST)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
+@given(file=st.sampled_from(PUBLISHED_FILES), how=st.sampled_from(DAMAGES), where=st.floats(0, 1),
+       byte=st.integers(0, 255))
+@example(file="tiny.md", how="delete", where=0.0, byte=0)      # the page's data keeps the column: not lost
+@example(file="tiny/page.json", how="wrong-schema", where=0.0, byte=0)
+def test_a_damaged_published_page_never_raises_a_traceback_nor_loses_a_file(published, tmp_path, capsys, monkeypatch,
+                                                                            file, how, where, byte):
+    from test_experiments import _tiny_study
+
+    monkeypatch.setitem(EXPERIMENTS, "tiny", _tiny_study())
+    here = tmp_path / f"copy-{time.perf_counter_ns()}"
+    shutil.copytree(published, here)
+    dest = here / "docs"
+    _damage(dest / file, how, where, byte)
+    before = _snapshot(dest)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--tune", "--seeds", "1", "--workers", "1", "--out", here / "tuned",
+                       "--publish", dest)
+    assert "trained in" not in err                              # every run and trial was stored: nothing retrains
+    assert code in (0, 2), err
+    assert (dest / "tiny" / "notes.txt").read_text() == "a co-author's notes"
+    if code == 2:
+        assert file in err or Path(file).name in err, err
+        assert _snapshot(dest) == before                        # a refused publish writes nothing
+    elif (dest / "tiny" / "runs.csv").is_file() or file != "tiny/runs.csv":
+        page = (dest / "tiny.md").read_text()
+        assert "tuned" in page and ("at the study's setting" in page) == (file != "tiny/runs.csv" or how != "delete")
+        assert (dest / "tiny" / "runs.csv").is_file() or (file, how) == ("tiny/runs.csv", "delete")
 
 
 @pytest.mark.parametrize("key", ["seconds", "error"])

@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,23 @@ def page_to_dict(page: Page) -> dict:
                                                      for k, v in b.__dict__.items()}} for b in page.blocks]}
 
 
+_STRINGS, _ROWS = "a list of texts", "a list of rows of texts"
+_FIELD_TYPES = {"text": str, "level": int, "anchor": str, "kind": str, "show": _STRINGS, "header": _STRINGS,
+                "rows": _ROWS, "title": str, "path": str, "caption": str, "heading": bool, "items": _STRINGS,
+                "code": bool}
+
+
+def _is(value: Any, expected: type | str) -> bool:
+    """Whether a block's field read from JSON has the shape its dataclass holds (``_FIELD_TYPES``)."""
+    if expected == _STRINGS:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if expected == _ROWS:
+        return isinstance(value, list) and all(_is(row, _STRINGS) for row in value)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
 def page_from_dict(data: dict, where: str = "page.json") -> Page:
     """The ``Page`` that ``page_to_dict`` wrote; ``where`` names the file in the error a damaged one gets."""
     if not isinstance(data, dict) or data.get("schema") != PAGE_SCHEMA or not isinstance(data.get("blocks"), list):
@@ -120,6 +138,13 @@ def page_from_dict(data: dict, where: str = "page.json") -> Page:
         kind = _KINDS.get(fields.pop("block", None))
         if kind is None:
             raise ValueError(f"{where}: block {i} has no known kind ({', '.join(_KINDS)})")
+        wrong = next((k for k, v in fields.items() if k in _FIELD_TYPES and not _is(v, _FIELD_TYPES[k])), None)
+        if wrong is not None:
+            expected = _FIELD_TYPES[wrong]
+            raise ValueError(f"{where}: block {i} ({kind.__name__}): {wrong} is not "
+                             f"{expected if isinstance(expected, str) else 'a ' + expected.__name__}")
+        if kind is Table and any(len(row) != len(fields.get("header", [])) for row in fields.get("rows", [])):
+            raise ValueError(f"{where}: block {i} (Table): a row whose cells are not one per column")
         if "show" in fields:
             fields["show"] = tuple(fields["show"])
         try:
@@ -135,8 +160,8 @@ def page_json_data(path: str | Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no page as data beside the published page; publish it again")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: damaged JSON ({err})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a page (a JSON object)")

@@ -85,7 +85,10 @@ class KeptColumn:
     def read(cls, dest: Path, name: str, label: str) -> KeptColumn:
         blocks = read_page(dest, name).blocks
         top = blocks[:next((i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2), len(blocks))]
-        table = next(b for b in top if isinstance(b, Table) and b.header[0] == "")
+        table = next((b for b in top if isinstance(b, Table) and b.header[:1] == [""]), None)
+        if table is None or not all(table.rows):
+            raise ValueError(f"{dest / name / PAGE_JSON}: no compute table (a first column of row names) above its "
+                             "first section; not a study's published page")
         column = table.header.index(label) if label in table.header else None
         compute = {row[0]: row[column] if column is not None else "–" for row in table.rows}
         figures, keep = [], False
@@ -243,15 +246,17 @@ def read_runs_csv(path: str | Path) -> list[Run]:
     """A published runs.csv: one run per row (an empty cell is no measurement); a damaged row is refused naming
     the file and line."""
     runs = []
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8") as f:
         rows = csv.DictReader(f)
-        for row in rows:
-            try:
+        try:
+            for row in rows:
                 runs.append(Run.from_row(row))
-            except KeyError as err:
-                raise ValueError(f"{path}: line {rows.line_num}: no {err} column; not a runs.csv") from None
-            except (ValueError, TypeError) as err:
-                raise ValueError(f"{path}: line {rows.line_num}: not a run ({err})") from None
+        except KeyError as err:
+            raise ValueError(f"{path}: line {rows.line_num}: no {err} column; not a runs.csv") from None
+        except (ValueError, TypeError, csv.Error) as err:      # UnicodeDecodeError among them
+            raise ValueError(f"{path}: line {rows.line_num}: not a run ({err})") from None
+    if not runs:
+        raise ValueError(f"{path}: no runs; not a published runs.csv")
     return runs
 
 
@@ -284,8 +289,11 @@ def _republish_verdicts(name: str, dest: Path) -> Path:
     if not variants:
         raise FileNotFoundError(f"republish {name}: no {' or '.join(RUNS_CSV.values())} under {dest / name}")
     published = read_page(dest, name)
-    body = published.blocks[next(i for i, b in enumerate(published.blocks)
-                                 if isinstance(b, Paragraph) and b.text.startswith("Study: ")):]
+    start = next((i for i, b in enumerate(published.blocks)
+                  if isinstance(b, Paragraph) and b.text.startswith("Study: ")), None)
+    if start is None:
+        raise ValueError(f"{dest / name / PAGE_JSON}: no 'Study: …' paragraph; not a study's published page")
+    body = published.blocks[start:]
     if Heading("Verdicts") in body:
         body = replace_section(body, "Verdicts", _verdicts_block(variants, name, dest / name))
     if section(body, TUNING_BUDGET) and (dest / name / SEARCH_TRIALS).is_file():
@@ -401,11 +409,16 @@ def write_published(out_root: str | Path, name: str, dest: str | Path = "docs/re
 
 def published_seeds(dest: str | Path, name: str, label: str) -> dict[str, int]:
     """Seeds per configuration of the column ``label`` published with ``dest/NAME.md`` ({} when none is)."""
-    dest = Path(dest)
+    runs_csv = _published_runs_csv(Path(dest), name, label)
+    return dict(Counter(run.key for run in read_runs_csv(runs_csv))) if runs_csv else {}
+
+
+def _published_runs_csv(dest: Path, name: str, label: str) -> Path | None:
+    """The runs of the column ``label`` published in ``dest`` (beside its page, as Markdown or as data), if any:
+    a page that lost its Markdown keeps its columns' runs."""
     runs_csv = dest / name / RUNS_CSV[label]
-    if not (runs_csv.is_file() and (dest / f"{name}.md").is_file()):
-        return {}
-    return dict(Counter(run.key for run in read_runs_csv(runs_csv)))
+    page = (dest / f"{name}.md").is_file() or (dest / name / PAGE_JSON).is_file()
+    return runs_csv if runs_csv.is_file() and page else None
 
 
 def check_replaces_no_fewer_seeds(dest: str | Path, name: str, label: str, seeds: int | dict[str, int],
@@ -447,8 +460,8 @@ def _published_variants(out_root: Path, name: str, dest: Path) -> tuple[dict[str
             results = StudyResults.load(folders[label] / "results.json")
             variants[label] = Variant(results.verdicts, results.seeds, results.runs, results,
                                       read_calls(folders[label]))
-        elif (dest / name / RUNS_CSV[label]).is_file() and (dest / f"{name}.md").is_file():
-            runs = read_runs_csv(dest / name / RUNS_CSV[label])
+        elif runs_csv := _published_runs_csv(dest, name, label):
+            runs = read_runs_csv(runs_csv)
             variants[label] = Variant([], _seeds_of(runs), runs, kept=KeptColumn.read(dest, name, label))
     if not folders:
         raise FileNotFoundError(f"--publish: no results of {name} under {out_root} (run rnnlab reproduce {name})")
