@@ -6,15 +6,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rnnlab.cli import main
 from rnnlab.data.registry import find_file
 from rnnlab.experiments import greff
 from rnnlab.experiments.importance import available
 from rnnlab.experiments.settings import resolve_settings
+from rnnlab.pages.greff import check_replaces_no_fewer
 
 TRIALS = 60
 
@@ -439,3 +443,53 @@ def test_a_publish_never_shows_fewer_trials_than_the_arm_published_there(tmp_pat
     assert {path: path.read_bytes() for path in page.parent.rglob("*") if path.is_file()} == before
     monkeypatch.setattr(greff, "run_greff", lambda *args, **kwargs: published)
     assert run()[0] == 0                                                             # the arm as published: allowed
+
+
+def _dicts(value, path: str = "") -> list[tuple[str, dict]]:
+    """Every JSON object in ``value`` with where it is (a list's first two entries only)."""
+    found = [(path, value)] if isinstance(value, dict) and value else []
+    items = value.items() if isinstance(value, dict) else enumerate(value[:2]) if isinstance(value, list) else ()
+    for key, inner in items:
+        found += _dicts(inner, f"{path}.{key}")
+    return found
+
+
+DAMAGE = {"rename": lambda d, k: d.__setitem__(k + "x", d.pop(k)), "drop": lambda d, k: d.pop(k),
+          "null": lambda d, k: d.__setitem__(k, None), "text": lambda d, k: d.__setitem__(k, "abc"),
+          "list": lambda d, k: d.__setitem__(k, [1, 2]), "negative": lambda d, k: d.__setitem__(k, -1)}
+
+
+@pytest.fixture(scope="module")
+def checked_results(tmp_path_factory) -> Path:
+    """An arm's results with a matched check, as published (JSON), judged without the fANOVA."""
+    available, greff.importance.available = greff.importance.available, lambda: False
+    try:
+        judged = greff.judge(_unlucky_records(0.0))
+        check = greff.matched_check("NIG", judged["variants"], _retrained("NIG", judged["variants"], 0.0), 1)
+        path = tmp_path_factory.mktemp("greff") / "greff-jsb.json"
+        path.write_text(greff.GreffResults(trials=TRIALS, quick=False, **judged, matched={"NIG": check}).to_json())
+        return path
+    finally:
+        greff.importance.available = available
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(place=st.integers(0, 10**6), key=st.integers(0, 10**6), how=st.sampled_from(list(DAMAGE)))
+def test_damaged_published_results_are_refused_naming_the_file_or_read_as_the_arm(checked_results, tmp_path,
+                                                                                  no_importance, place, key, how):
+    """A changed key or value in a published greff-jsb.json (valid JSON still) is refused naming the file and what
+    is wrong, or is results the arm can restore, guard and judge again: never a KeyError or TypeError."""
+    data = json.loads(checked_results.read_text())
+    where, target = _dicts(data)[place % len(_dicts(data))]
+    name = list(target)[key % len(target)]
+    DAMAGE[how](target, name)
+    path = tmp_path / f"greff-{place}-{key}-{how}.json"
+    path.write_text(json.dumps(data))
+    try:
+        results = greff.GreffResults.load(path)
+    except ValueError as err:
+        assert str(path) in str(err) and "not the results of rnnlab greff" in str(err)
+        return
+    check_replaces_no_fewer(path.with_suffix(".md"), TRIALS, results)
+    greff.published_rows(results)
+    greff.judge_again(results)

@@ -202,11 +202,53 @@ class GreffResults:
 
     @classmethod
     def load(cls, path: str | Path) -> GreffResults:
+        """Stored or published results; a file that is not, or whose numbers are not where the arm keeps them,
+        is refused naming the file and the first thing wrong."""
         data = read_json(path)
         names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict) or not {"trials", "variants", "comparisons"} <= set(data) <= names:
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        if not isinstance(data, dict) or not required <= set(data) <= names:
             raise ValueError(f"{path}: not the results of rnnlab greff (expected the keys {sorted(names)})")
+        wrong = _shape_problem(data)
+        if wrong:
+            raise ValueError(f"{path}: not the results of rnnlab greff ({wrong})")
         return cls(**data)
+
+
+def _is_number(value: Any, or_none: bool = False) -> bool:
+    return (value is None and or_none) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """What in a results file is not where ``GreffResults`` keeps it: the counts, each variant's trials (the
+    numbers ``trial_row`` keeps), the matched checks' pairs; None when nothing is."""
+    if not (_is_number(data["trials"]) and isinstance(data["trials"], int) and data["trials"] > 0):
+        return "trials is not a positive whole number"
+    if not isinstance(data["quick"], bool):
+        return "quick is neither true nor false"
+    for key, kind in (("variants", dict), ("comparisons", list), ("importance", dict), ("findings", list),
+                      ("matched", dict)):
+        if not isinstance(data.get(key, kind()), kind):
+            return f"{key} is not a {'table' if kind is dict else 'list'}"
+    if set(data["variants"]) != set(VARIANTS):
+        return f"variants are not the arm's {', '.join(VARIANTS)}"
+    for name, variant in data["variants"].items():
+        if not (isinstance(variant, dict) and isinstance(variant.get("trials"), list)
+                and _is_number(variant.get("finished"))):
+            return f"variant {name} has no list of trials and count of finished ones"
+        for i, row in enumerate(variant["trials"]):
+            if not (isinstance(row, dict) and all(_is_number(row.get(k)) for k in ("dev", "test", *SPACE))
+                    and all(k in row and _is_number(row[k], or_none=True) for k in TRIAL_NUMBERS)):
+                keys = ', '.join([*TRIAL_NUMBERS, *SPACE])
+                return f"variant {name}'s trial {i + 1} is not a trial's numbers ({keys})"
+    for name, check in data.get("matched", {}).items():
+        pairs = check.get("pairs") if isinstance(check, dict) else None
+        if not (isinstance(pairs, list) and all(isinstance(p, dict) and {"variant", "vanilla"} <= set(p)
+                                                and _is_number(p["variant"], or_none=True)
+                                                and _is_number(p["vanilla"], or_none=True) for p in pairs)):
+            return f"the matched check of {name} has no list of pairs of scores"
+    return None
 
 
 def judge(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -242,12 +284,16 @@ def _variant(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "trials": table, **_summaries(table)}
 
 
+TRIAL_NUMBERS = ("dev", "test", "params", "epochs", "seconds")     # besides its draw (SPACE); the last 3 may be None
+
+
 def trial_row(record: dict[str, Any]) -> dict[str, Any]:
-    """A trial's numbers as the results keep them: its scores, size, epochs, training time and draw."""
+    """A trial's numbers as the results keep them (``TRIAL_NUMBERS``): its scores, size, epochs, training time and
+    draw."""
     metrics = record["metrics"]
-    return {"dev": metrics.get(f"dev_{METRIC}"), "test": metrics.get(f"test_{METRIC}"),
-            "params": metrics.get("num_params"), "epochs": metrics.get("epochs_run"), "seconds": record["seconds"],
-            **{k: record["values"][k] for k in SPACE}}
+    return dict(zip(TRIAL_NUMBERS, (metrics.get(f"dev_{METRIC}"), metrics.get(f"test_{METRIC}"),
+                                    metrics.get("num_params"), metrics.get("epochs_run"), record["seconds"])),
+                **{k: record["values"][k] for k in SPACE})
 
 
 def save_trials(out: str | Path, trials: int = TRIALS) -> list[dict[str, Any]]:
@@ -302,9 +348,9 @@ def published_rows(results: GreffResults) -> list[dict[str, Any]]:
 
 def _summaries(table: list[dict[str, Any]]) -> dict[str, Any]:
     top = table[:max(1, round(TOP * len(table)))] if table else []
+    sizes = [t["params"] for t in top if t["params"]]
     return {"all": _box([t["test"] for t in table]), "top": _box([t["test"] for t in top]),
-            "best": table[0] if table else None,
-            "top_params": float(np.mean([t["params"] for t in top])) if top and top[0]["params"] else None}
+            "best": table[0] if table else None, "top_params": float(np.mean(sizes)) if sizes else None}
 
 
 def _box(values: list[float]) -> dict[str, float]:
