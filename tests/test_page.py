@@ -80,6 +80,12 @@ def test_the_markdown_of_sections_is_the_pages_own():
     ({"schema": 2, "blocks": []}, "not a page of schema 1"),
     ({"schema": 1, "blocks": [{"block": "Video"}]}, "block 0 has no known kind"),
     ({"schema": 1, "blocks": [{"block": "Heading", "text": "a", "colour": "red"}]}, "block 0 (Heading)"),
+    ({"schema": 1, "blocks": [{"block": "Heading", "text": "a", "level": "2"}]}, "level is not a whole number"),
+    ({"schema": 1, "blocks": [{"block": "Heading", "text": "a", "level": True}]}, "level is not a whole number"),
+    ({"schema": 1, "blocks": [{"block": "Items", "items": "abc"}]}, "(Items): items is not a list of texts"),
+    ({"schema": 1, "blocks": [{"block": "Table", "header": ["a"], "rows": [["1", 2]]}]}, "rows is not a list of rows"),
+    ({"schema": 1, "blocks": [{"block": "Table", "header": ["a"], "rows": [["1", "2"]]}]}, "not one per column"),
+    ({"schema": 1, "blocks": [{"block": "Figure", "path": None, "title": "t"}]}, "path is not a text"),
 ])
 def test_a_damaged_page_is_refused_naming_the_file_and_the_block(data, says):
     with pytest.raises(ValueError, match=r"^docs/results/x/page\.json: ") as err:

@@ -141,8 +141,8 @@ def page_from_dict(data: dict, where: str = "page.json") -> Page:
         wrong = next((k for k, v in fields.items() if k in _FIELD_TYPES and not _is(v, _FIELD_TYPES[k])), None)
         if wrong is not None:
             expected = _FIELD_TYPES[wrong]
-            raise ValueError(f"{where}: block {i} ({kind.__name__}): {wrong} is not "
-                             f"{expected if isinstance(expected, str) else 'a ' + expected.__name__}")
+            words = {str: "a text", int: "a whole number", bool: "true or false"}.get(expected, expected)
+            raise ValueError(f"{where}: block {i} ({kind.__name__}): {wrong} is not {words}")
         if kind is Table and any(len(row) != len(fields.get("header", [])) for row in fields.get("rows", [])):
             raise ValueError(f"{where}: block {i} (Table): a row whose cells are not one per column")
         if "show" in fields:
