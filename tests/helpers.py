@@ -193,3 +193,27 @@ def pin_fixture_data(root, monkeypatch) -> None:
         files = tuple(dataclasses.replace(f, sha256=registry.sha256_of(folder / f.name)) if (folder / f.name).is_file()
                       else f for f in dataset.files)
         monkeypatch.setitem(registry.DATASETS, name, dataclasses.replace(dataset, files=files))
+
+
+JSON_DAMAGES = ("rename", "drop", "null", "text", "list", "negative")
+
+
+def damaged_json(data, place: int, key: int, how: str):
+    """``data`` (parsed JSON, changed in place and returned) with one key of one of its objects renamed, dropped or
+    given a value of another type (``JSON_DAMAGES``): valid JSON still. ``place`` and ``key`` pick the object
+    (among all, a list's first two entries only) and its key, modulo their counts."""
+    def objects(value) -> list[dict]:
+        found = [value] if isinstance(value, dict) and value else []
+        inner = value.values() if isinstance(value, dict) else value[:2] if isinstance(value, list) else ()
+        return found + [o for v in inner for o in objects(v)]
+
+    chosen = objects(data)
+    target = chosen[place % len(chosen)]
+    name = list(target)[key % len(target)]
+    if how == "rename":
+        target[name + "x"] = target.pop(name)
+    elif how == "drop":
+        del target[name]
+    else:
+        target[name] = {"null": None, "text": "abc", "list": [1, 2], "negative": -1}[how]
+    return data

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import JSON_DAMAGES, damaged_json
 from rnnlab.cli import main
 from rnnlab.data.registry import find_file
 from rnnlab.experiments import greff
@@ -445,20 +446,6 @@ def test_a_publish_never_shows_fewer_trials_than_the_arm_published_there(tmp_pat
     assert run()[0] == 0                                                             # the arm as published: allowed
 
 
-def _dicts(value, path: str = "") -> list[tuple[str, dict]]:
-    """Every JSON object in ``value`` with where it is (a list's first two entries only)."""
-    found = [(path, value)] if isinstance(value, dict) and value else []
-    items = value.items() if isinstance(value, dict) else enumerate(value[:2]) if isinstance(value, list) else ()
-    for key, inner in items:
-        found += _dicts(inner, f"{path}.{key}")
-    return found
-
-
-DAMAGE = {"rename": lambda d, k: d.__setitem__(k + "x", d.pop(k)), "drop": lambda d, k: d.pop(k),
-          "null": lambda d, k: d.__setitem__(k, None), "text": lambda d, k: d.__setitem__(k, "abc"),
-          "list": lambda d, k: d.__setitem__(k, [1, 2]), "negative": lambda d, k: d.__setitem__(k, -1)}
-
-
 @pytest.fixture(scope="module")
 def checked_results(tmp_path_factory) -> Path:
     """An arm's results with a matched check, as published (JSON), judged without the fANOVA."""
@@ -474,15 +461,12 @@ def checked_results(tmp_path_factory) -> Path:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(place=st.integers(0, 10**6), key=st.integers(0, 10**6), how=st.sampled_from(list(DAMAGE)))
+@given(place=st.integers(0, 10**6), key=st.integers(0, 10**6), how=st.sampled_from(JSON_DAMAGES))
 def test_damaged_published_results_are_refused_naming_the_file_or_read_as_the_arm(checked_results, tmp_path,
                                                                                   no_importance, place, key, how):
     """A changed key or value in a published greff-jsb.json (valid JSON still) is refused naming the file and what
     is wrong, or is results the arm can restore, guard and judge again: never a KeyError or TypeError."""
-    data = json.loads(checked_results.read_text())
-    where, target = _dicts(data)[place % len(_dicts(data))]
-    name = list(target)[key % len(target)]
-    DAMAGE[how](target, name)
+    data = damaged_json(json.loads(checked_results.read_text()), place, key, how)
     path = tmp_path / f"greff-{place}-{key}-{how}.json"
     path.write_text(json.dumps(data))
     try:

@@ -100,8 +100,9 @@ def test_a_missing_or_damaged_page_json_is_an_error_naming_the_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="ptb/page.json: no page as data"):
         read_page_json(path)
     path.parent.mkdir()
-    for text, says in (("{not json", "damaged JSON"), ("[1, 2]", "not a page")):
-        path.write_text(text)
+    for text, says in (("{not json", "not readable as JSON"), ("[1, 2]", "expected a JSON dict, found list"),
+                       (b"\xfb{}", "not readable as JSON")):
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
         with pytest.raises(ValueError, match=f"ptb/page.json: {says}"):
             read_page_json(path)
     path.write_text(json.dumps(page_to_dict(Page("t", [Heading("A")]))))

@@ -98,6 +98,11 @@ def record_json(data: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + ("\n" if lines else "") + "}\n"
 
 
+def is_number(value: Any, or_none: bool = False) -> bool:
+    """Whether a value read from JSON is a number (true and false are not), or None where ``or_none``."""
+    return (value is None and or_none) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
 def read_json_lines(path: str | Path) -> tuple[list[dict], list[str]]:
     """The JSON objects of a JSON-lines file, and one message per line that is not one (a damaged line
     is reported and skipped: it must not hide the lines after it)."""
@@ -286,7 +291,8 @@ def publish_files(folder: str | Path, files: dict[str, bytes | None], owner: str
     if theirs:
         shown = ", ".join(theirs[:5]) + (" …" if len(theirs) > 5 else "")
         raise ValueError(f"--publish {folder}: would replace {shown}, which {owner} did not publish there (or which "
-                         "was changed since); nothing was written")
+                         f"was changed since: the folder's {MANIFEST} records each file's owner and hash); nothing "
+                         "was written")
     if check_only:
         return
     for rel, content in files.items():

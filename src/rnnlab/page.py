@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import html as html_escape
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rnnlab.files import read_json
 
 
 @dataclass(frozen=True)
@@ -159,13 +160,7 @@ def page_json_data(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no page as data beside the published page; publish it again")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: damaged JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a page (a JSON object)")
-    return data
+    return read_json(path)
 
 
 def read_page_json(path: str | Path) -> Page:

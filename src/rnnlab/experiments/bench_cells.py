@@ -67,7 +67,7 @@ from rnnlab.experiments.statistics import (
     t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
-from rnnlab.files import hold, read_json, record_json
+from rnnlab.files import hold, is_number, read_json, record_json
 from rnnlab.metrics import metric as metric_info
 
 
@@ -425,7 +425,46 @@ class BenchResults:
         if not isinstance(data, dict) or not required <= set(data) <= fields:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{path}: not cell-benchmark results (expected the keys {sorted(fields)}, got {got})")
+        wrong = _shape_problem(data)
+        if wrong:
+            raise ValueError(f"{path}: not cell-benchmark results ({wrong})")
         return cls(**data)
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """What in a results file is not where ``BenchResults`` keeps it (what merging and judging again read: the
+    search, the tasks, the cells, each row's per-seed values); None when nothing is."""
+    for key in ("rows", "comparisons", "claims", "tasks", "cells", "parts"):
+        if not isinstance(data.get(key, []), list) or not all(isinstance(x, dict) for x in data.get(key, [])):
+            return f"{key} is not a list of tables"
+    for key in ("across_tasks", "search_space", "floor"):
+        if not isinstance(data.get(key, {}), dict):
+            return f"{key} is not a table"
+    for key in ("learning_rates", "search_seeds", "final_seeds"):
+        if not (isinstance(data[key], list) and all(is_number(x) for x in data[key])):
+            return f"{key} is not a list of numbers"
+    for key in ("seconds", "runs", "trained_now", "compute_seconds", "trials"):
+        if not is_number(data.get(key, 0)):
+            return f"{key} is not a number"
+    for key in ("machine", "command"):
+        if not isinstance(data.get(key, ""), str):
+            return f"{key} is not a text"
+    for i, task in enumerate(data["tasks"]):
+        if not isinstance(task.get("name"), str):
+            return f"task {i + 1} has no name"
+        if task["name"] not in {t.name for t in ALL_TASKS}:
+            try:
+                BenchTask(**task)
+            except (TypeError, ValueError, KeyError) as err:
+                return f"task {task['name']} is not a task's definition ({err})"
+    if not all(isinstance(cell.get("label"), str) for cell in data["cells"]):
+        return "a cell has no label"
+    for i, row in enumerate(data["rows"]):
+        if not (isinstance(row.get("task"), str) and isinstance(row.get("cell"), str)
+                and isinstance(row.get("values"), list) and all(is_number(v) for v in row["values"])
+                and is_number(row.get("failed", 0))):
+            return f"row {i + 1} is not a task, a cell and its per-seed values"
+    return None
 
 
 def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address: str | None = None,

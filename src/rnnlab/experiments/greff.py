@@ -35,7 +35,7 @@ from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
 from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, train_sweep
-from rnnlab.files import read_json
+from rnnlab.files import is_number, read_json
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
     "V": {"peepholes": True},
@@ -216,14 +216,10 @@ class GreffResults:
         return cls(**data)
 
 
-def _is_number(value: Any, or_none: bool = False) -> bool:
-    return (value is None and or_none) or (isinstance(value, (int, float)) and not isinstance(value, bool))
-
-
 def _shape_problem(data: dict[str, Any]) -> str | None:
     """What in a results file is not where ``GreffResults`` keeps it: the counts, each variant's trials (the
     numbers ``trial_row`` keeps), the matched checks' pairs; None when nothing is."""
-    if not (_is_number(data["trials"]) and isinstance(data["trials"], int) and data["trials"] > 0):
+    if not (is_number(data["trials"]) and isinstance(data["trials"], int) and data["trials"] > 0):
         return "trials is not a positive whole number"
     if not isinstance(data["quick"], bool):
         return "quick is neither true nor false"
@@ -235,18 +231,18 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
         return f"variants are not the arm's {', '.join(VARIANTS)}"
     for name, variant in data["variants"].items():
         if not (isinstance(variant, dict) and isinstance(variant.get("trials"), list)
-                and _is_number(variant.get("finished"))):
+                and is_number(variant.get("finished"))):
             return f"variant {name} has no list of trials and count of finished ones"
         for i, row in enumerate(variant["trials"]):
-            if not (isinstance(row, dict) and all(_is_number(row.get(k)) for k in ("dev", "test", *SPACE))
-                    and all(k in row and _is_number(row[k], or_none=True) for k in TRIAL_NUMBERS)):
+            if not (isinstance(row, dict) and all(is_number(row.get(k)) for k in ("dev", "test", *SPACE))
+                    and all(k in row and is_number(row[k], or_none=True) for k in TRIAL_NUMBERS)):
                 keys = ', '.join([*TRIAL_NUMBERS, *SPACE])
                 return f"variant {name}'s trial {i + 1} is not a trial's numbers ({keys})"
     for name, check in data.get("matched", {}).items():
         pairs = check.get("pairs") if isinstance(check, dict) else None
         if not (isinstance(pairs, list) and all(isinstance(p, dict) and {"variant", "vanilla"} <= set(p)
-                                                and _is_number(p["variant"], or_none=True)
-                                                and _is_number(p["vanilla"], or_none=True) for p in pairs)):
+                                                and is_number(p["variant"], or_none=True)
+                                                and is_number(p["vanilla"], or_none=True) for p in pairs)):
             return f"the matched check of {name} has no list of pairs of scores"
     return None
 
