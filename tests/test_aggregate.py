@@ -54,8 +54,8 @@ _scores = st.floats(-2, 2) | st.sampled_from([0.0, 1.0, np.nan])
 @given(draws=st.sampled_from([(), (1,), (3,)]), nx=st.integers(1, 8), ny=st.integers(1, 8), data=st.data())
 def test_the_pairs_won_are_mann_whitneys_u_in_the_same_bits(draws, nx, ny, data):
     """What each task adds to P(X > Y) is U / (n_x n_y) as scipy.stats.mannwhitneyu gives it, bit for bit, with
-    ties and a NaN (which makes it NaN), one comparison or a batch of bootstrap draws. (Infinities count as the
-    largest and smallest scores; SciPy 1.9 made them NaN.)"""
+    ties and a NaN (which makes it NaN), one comparison or a batch of bootstrap draws. (Infinities: the test
+    below; SciPy 1.9 made them NaN.)"""
     from rnnlab.experiments.aggregate import _wins
 
     x = np.array(data.draw(st.lists(_scores, min_size=int(np.prod(draws)) * nx, max_size=int(np.prod(draws)) * nx)))
@@ -66,6 +66,11 @@ def test_the_pairs_won_are_mann_whitneys_u_in_the_same_bits(draws, nx, ny, data)
     expected = stats.mannwhitneyu(x, y, alternative="greater", axis=-1).statistic / (nx * ny)
     assert np.array_equal(np.asarray(_wins(x, y)), np.asarray(expected), equal_nan=True)
     assert np.shape(_wins(x, y)) == np.shape(expected)
+
+
+def test_infinite_scores_count_as_the_largest_and_smallest_in_the_pairs_won():
+    from rnnlab.experiments.aggregate import _wins
+
     assert _wins(np.array([np.inf]), np.array([1.0, np.inf])) == 0.75
     assert _wins(np.array([0.0]), np.array([np.inf, -np.inf])) == 0.5
 

@@ -798,6 +798,7 @@ PUBLISHED_FILES = ("tiny.md", "tiny/page.json", "tiny/runs.csv", MANIFEST)
        byte=st.integers(0, 255))
 @example(file="tiny.md", how="delete", where=0.0, byte=0)      # the page's data keeps the column: not lost
 @example(file="tiny/page.json", how="wrong-schema", where=0.0, byte=0)
+@example(file="tiny/runs.csv", how="delete", where=0.0, byte=0)
 def test_a_damaged_published_page_never_raises_a_traceback_nor_loses_a_file(published, tmp_path, capsys, monkeypatch,
                                                                             file, how, where, byte):
     from test_experiments import _tiny_study
@@ -816,10 +817,10 @@ def test_a_damaged_published_page_never_raises_a_traceback_nor_loses_a_file(publ
     if code == 2:
         assert file in err or Path(file).name in err, err
         assert _snapshot(dest) == before                        # a refused publish writes nothing
-    elif (dest / "tiny" / "runs.csv").is_file() or file != "tiny/runs.csv":
-        page = (dest / "tiny.md").read_text()
-        assert "tuned" in page and ("at the study's setting" in page) == (file != "tiny/runs.csv" or how != "delete")
-        assert (dest / "tiny" / "runs.csv").is_file() or (file, how) == ("tiny/runs.csv", "delete")
+    else:       # published: the kept column with its runs, unless the damage deleted them
+        page, lost = (dest / "tiny.md").read_text(), (file, how) == ("tiny/runs.csv", "delete")
+        assert "tuned" in page and ("at the study's setting" in page) != lost
+        assert (dest / "tiny" / "runs.csv").is_file() != lost
 
 
 @pytest.mark.parametrize("key", ["seconds", "error"])

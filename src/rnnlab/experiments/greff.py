@@ -219,7 +219,7 @@ class GreffResults:
 def _shape_problem(data: dict[str, Any]) -> str | None:
     """What in a results file is not where ``GreffResults`` keeps it: the counts, each variant's trials (the
     numbers ``trial_row`` keeps), the matched checks' pairs; None when nothing is."""
-    if not (is_number(data["trials"]) and isinstance(data["trials"], int) and data["trials"] > 0):
+    if not (isinstance(data["trials"], int) and not isinstance(data["trials"], bool) and data["trials"] > 0):
         return "trials is not a positive whole number"
     if not isinstance(data["quick"], bool):
         return "quick is neither true nor false"

@@ -86,7 +86,7 @@ class KeptColumn:
         blocks = read_page(dest, name).blocks
         top = blocks[:next((i for i, b in enumerate(blocks) if isinstance(b, Heading) and b.level == 2), len(blocks))]
         table = next((b for b in top if isinstance(b, Table) and b.header[:1] == [""]), None)
-        if table is None or not all(table.rows):
+        if table is None:       # (page_from_dict holds each row to one cell per column: row[0] exists)
             raise ValueError(f"{dest / name / PAGE_JSON}: no compute table (a first column of row names) above its "
                              "first section; not a study's published page")
         column = table.header.index(label) if label in table.header else None
