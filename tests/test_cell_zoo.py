@@ -892,22 +892,24 @@ def one_task_of_the_benchmark(tmp_path_factory) -> Path:
     data = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results" / "cells.json").read_text())
     task, cells = data["tasks"][0], data["cells"][:2]
     labels = {c["label"] for c in cells}
-    data.update(tasks=[task], cells=cells, parts=[],
+    data.update(tasks=[task], cells=cells,
                 rows=[r for r in data["rows"] if r["task"] == task["name"] and r["cell"] in labels])
     path = tmp_path_factory.mktemp("bench") / "cells-part.json"
     path.write_text(json.dumps(data))
     return path
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(place=st.integers(0, 10**6), key=st.integers(0, 10**6), how=st.sampled_from(JSON_DAMAGES))
-def test_damaged_benchmark_results_are_refused_naming_the_file_or_merged(one_task_of_the_benchmark, tmp_path,
-                                                                         place, key, how):
+def test_damaged_benchmark_results_are_refused_naming_the_file_or_merged_and_published(one_task_of_the_benchmark,
+                                                                                       tmp_path, place, key, how):
     """A changed key or value in a benchmark's results (valid JSON still) is refused naming the file and what is
-    wrong, or is results ``--merge`` judges: never a KeyError or TypeError (a fuzz found a task that lost its name,
-    this test a machine that is null). Not yet held: the page a merge then writes reads each row's summary fields
-    (its interval, importance, expected best), which the load does not check."""
-    from rnnlab.experiments.bench_cells import BenchResults, merge
+    wrong, or is results that ``--merge`` judges and republishing renders: never a KeyError or TypeError (a fuzz
+    found a task that lost its name; this test a machine that is null, then rows whose interval, importance or
+    expected-best curve the page could not format)."""
+    from rnnlab.experiments.bench_cells import BenchResults, merge, rejudge
+    from rnnlab.page import markdown
+    from rnnlab.pages.bench import bench_cells_page
 
     data = damaged_json(json.loads(one_task_of_the_benchmark.read_text()), place, key, how)
     path = tmp_path / f"cells-{place}-{key}-{how}.json"
@@ -917,7 +919,28 @@ def test_damaged_benchmark_results_are_refused_naming_the_file_or_merged(one_tas
     except ValueError as err:
         assert str(path) in str(err) and "not cell-benchmark results" in str(err)
         return
+    markdown(bench_cells_page(rejudge(results)))       # what republish_bench renders
     try:
-        merge([(str(path), results)])
+        merged = merge([(str(path), results)])
     except ValueError as err:
         assert "--merge" in str(err)
+        return
+    markdown(bench_cells_page(merged))
+
+
+def test_republishing_computes_each_rows_summary_again_from_its_values(one_task_of_the_benchmark, tmp_path):
+    """A row's mean and interval on the page are its per-seed values' (the stored summary is not read): a summary
+    edited by hand, or left by an older rule, cannot disagree with the values beside it."""
+    from rnnlab.experiments.bench_cells import BenchResults, rejudge
+    from rnnlab.page import markdown
+    from rnnlab.pages.bench import bench_cells_page
+
+    data = json.loads(one_task_of_the_benchmark.read_text())
+    row = data["rows"][0]
+    honest = f"{np.mean(row['values']):.3g} ± {np.std(row['values'], ddof=1):.2g}"
+    row.update(mean=99.0, std=42.0, ci_low=-5.0, ci_high=5.0, runs=1)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    page = markdown(bench_cells_page(rejudge(BenchResults.load(path))))
+    assert honest in page and "99 ± 42" not in page
+    assert rejudge(BenchResults.load(path)).rows[0]["runs"] == len(row["values"])

@@ -441,7 +441,7 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
         if not isinstance(data.get(key, {}), dict):
             return f"{key} is not a table"
     for key in ("learning_rates", "search_seeds", "final_seeds"):
-        if not (isinstance(data[key], list) and all(is_number(x) for x in data[key])):
+        if not _numbers(data[key]):
             return f"{key} is not a list of numbers"
     for key in ("seconds", "runs", "trained_now", "compute_seconds", "trials"):
         if not is_number(data.get(key, 0)):
@@ -457,13 +457,76 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 BenchTask(**task)
             except (TypeError, ValueError, KeyError) as err:
                 return f"task {task['name']} is not a task's definition ({err})"
+            if not (all(isinstance(task.get(k, ""), str) for k in ("task", "why", "margin_why"))
+                    and isinstance(task["task_options"], dict) and isinstance(task["settings"], dict)
+                    and _whole(task["budget"], 1)
+                    and all(is_number(task.get(k, 0.0)) for k in ("same_margin", "baseline", "perfect"))):
+                return f"task {task['name']} is not a task's definition (texts, options, a budget and numbers)"
     if not all(isinstance(cell.get("label"), str) for cell in data["cells"]):
         return "a cell has no label"
+    if not (data["final_seeds"] and all(_whole(s) for s in data["final_seeds"] + data["search_seeds"])):
+        return "the seeds are not whole numbers, or there are no final seeds"
+    for name, drawn in data.get("search_space", {}).items():
+        if not (isinstance(drawn, list) and len(drawn) == 2 and isinstance(drawn[0], str) and _pair(drawn[1])):
+            return f"the search space's {name} is not a distribution and its range"
+    for i, part in enumerate(data.get("parts", [])):
+        if not (all(isinstance(part.get(k), str) for k in ("file", "command", "machine"))
+                and all(_texts(part.get(k)) for k in ("tasks", "cells"))
+                and all(is_number(part.get(k)) for k in ("runs", "trained_now", "seconds", "compute_seconds"))):
+            return f"part {i + 1} is not a part's file, command, machine, tasks, cells and counts"
+    names, labels = {task["name"] for task in data["tasks"]}, {cell["label"] for cell in data["cells"]}
     for i, row in enumerate(data["rows"]):
-        if not (isinstance(row.get("task"), str) and isinstance(row.get("cell"), str)
-                and isinstance(row.get("values"), list) and all(is_number(v) for v in row["values"])
-                and is_number(row.get("failed", 0))):
-            return f"row {i + 1} is not a task, a cell and its per-seed values"
+        wrong = _row_problem(row)
+        if wrong:
+            return f"row {i + 1} {wrong}"
+        if row["task"] not in names or row["cell"] not in labels:
+            return f"row {i + 1} is of a task or a cell the file does not list ({row['cell']} on {row['task']})"
+    if len(data["rows"]) != len(names) * len(labels) or len({(r["task"], r["cell"]) for r in data["rows"]}) != len(
+            data["rows"]):
+        return f"the rows are not one per cell and task ({len(data['rows'])} rows, {len(labels)} × {len(names)})"
+    return None
+
+
+def _whole(value: Any, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(is_number(v) for v in value)
+
+
+def _pair(value: Any) -> bool:
+    return _numbers(value) and len(value) == 2
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """What in a (task, cell) row is not what the page and the judging read; the summary of its values is not
+    read (``rejudge`` computes it again from the values)."""
+    if not (isinstance(row.get("task"), str) and isinstance(row.get("cell"), str) and _numbers(row.get("values"))
+            and _whole(row.get("failed", 0))):
+        return "is not a task, a cell, its per-seed values and its count of failed runs"
+    if not (_whole(row.get("hidden"), 1) and _whole(row.get("params"), 1) and is_number(row.get("lr"))):
+        return "has no hidden size, parameter count and learning rate"
+    chosen = row.get("chosen", {})
+    if not (isinstance(chosen, dict) and all(is_number(v) for v in chosen.values())):
+        return "has chosen settings that are not numbers"
+    if not (_numbers(row.get("seconds", [])) and _numbers(row.get("expected_best", []))
+            and (not row.get("seconds") or isinstance(row.get("engine"), str))):
+        return "has times, an engine or an expected-best curve that are not numbers and a name"
+    importance = row.get("importance", {})
+    if not isinstance(importance, dict):
+        return "has an importance that is not a table"
+    if importance.get("shares") and not (
+            isinstance(importance["shares"], dict) and all(is_number(v) for v in importance["shares"].values())
+            and isinstance(importance.get("intervals"), dict)
+            and all(_pair(v) for v in importance["intervals"].values())
+            and is_number(importance.get("interactions")) and _pair(importance.get("interactions_interval"))
+            and _whole(importance.get("configurations"))):
+        return "has an importance that is not shares, their intervals, interactions and a count of draws"
     return None
 
 
@@ -509,10 +572,6 @@ def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
             key = plan.key(t, c)
             mine = [r for r in runs if r.key == key]
             vals = np.array([r.metrics[t.metric] for r in mine if t.metric in r.metrics], dtype=np.float64)
-            summary = mean_std_interval(vals) if vals.size > 1 else {}
-            if summary:      # an interval of a loss or an accuracy stays inside the metric's range
-                summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
-                                                                      metric_info(t.metric).bounds)
             seconds = [r.metrics["seconds_total"] for r in mine if r.metrics.get("seconds_total")]
             hidden, params = plan.sizes[t.name, c.label]
             if "hidden" in chosen[key]:     # the size the search chose
@@ -522,8 +581,22 @@ def _rows(plan: BenchPlan, runs: list[Run], chosen: dict[str, dict[str, Any]],
                          "engine": _engine(c), "seconds": seconds,
                          "expected_best": _expected_best(searches.get(key)),
                          "importance": _search_importance(searches.get(key)), "runs": int(vals.size),
-                         "failed": len(mine) - int(vals.size), "values": vals.tolist(), **summary})
+                         "failed": len(mine) - int(vals.size), "values": vals.tolist(), **_summary(vals, t)})
     return rows
+
+
+SUMMARY = ("mean", "std", "n", "ci_low", "ci_high")
+
+
+def _summary(values: np.ndarray, task: BenchTask) -> dict[str, float]:
+    """The final runs' mean, std and 95% t interval (``SUMMARY``), the interval kept inside the metric's range (a
+    loss is not negative, an accuracy not above 1); nothing under 2 finished runs."""
+    if values.size < 2:
+        return {}
+    summary = mean_std_interval(values)
+    summary["ci_low"], summary["ci_high"] = clip_to_range(summary["ci_low"], summary["ci_high"],
+                                                          metric_info(task.metric).bounds)
+    return summary
 
 
 def _search_importance(search: Any) -> dict[str, Any]:
@@ -539,7 +612,7 @@ def runs_per_hour(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     measured per run): what a larger benchmark will cost."""
     out: dict[str, dict[str, float]] = {}
     for engine in sorted({r["engine"] for r in rows if r.get("seconds")}):
-        seconds = [s for r in rows if r.get("engine") == engine for s in r["seconds"]]
+        seconds = [s for r in rows if r.get("engine") == engine for s in r.get("seconds", [])]
         out[engine] = {"runs": len(seconds), "hours": sum(seconds) / 3600,
                        "per_hour": 3600 * len(seconds) / sum(seconds)}
     return out
@@ -561,11 +634,18 @@ def _expected_best(search: Any) -> list[float]:
 
 def rejudge(results: BenchResults) -> BenchResults:
     """Stored benchmark results (``cells.json``) judged again by today's rules from their per-seed values,
-    with today's task definitions (their margins); nothing retrains."""
+    with today's task definitions (their margins), each row's summary computed again from its values; nothing
+    retrains."""
     known = {t.name: t for t in ALL_TASKS}
     tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
-    return dataclasses.replace(results, tasks=[vars(t) for t in tasks],
-                               **judge(results.rows, tasks, [c["label"] for c in results.cells]))
+    by_name = {t.name: t for t in tasks}
+    rows = []
+    for row in results.rows:
+        values = np.asarray(row["values"], dtype=np.float64)
+        rows.append({**{k: v for k, v in row.items() if k not in SUMMARY}, "runs": int(values.size),
+                     **_summary(values, by_name[row["task"]])})
+    return dataclasses.replace(results, rows=rows, tasks=[vars(t) for t in tasks],
+                               **judge(rows, tasks, [c["label"] for c in results.cells]))
 
 
 SHARED = ("learning_rates", "search_seeds", "final_seeds", "trials", "search_space")
