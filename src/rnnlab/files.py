@@ -103,6 +103,11 @@ def is_number(value: Any, or_none: bool = False) -> bool:
     return (value is None and or_none) or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
+def is_whole(value: Any, low: int | None = None) -> bool:
+    """Whether a value read from JSON is a whole number (true and false are not), at least ``low`` if given."""
+    return isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
+
+
 def read_json_lines(path: str | Path) -> tuple[list[dict], list[str]]:
     """The JSON objects of a JSON-lines file, and one message per line that is not one (a damaged line
     is reported and skipped: it must not hide the lines after it)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rnnlab.files import read_json
+from rnnlab.files import is_whole, read_json
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _is(value: Any, expected: type | str) -> bool:
     if expected == _ROWS:
         return isinstance(value, list) and all(_is(row, _STRINGS) for row in value)
     if expected is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return is_whole(value)
     return isinstance(value, expected)
 
 

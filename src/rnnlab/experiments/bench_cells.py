@@ -67,7 +67,7 @@ from rnnlab.experiments.statistics import (
     t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
-from rnnlab.files import hold, is_number, read_json, record_json
+from rnnlab.files import hold, is_number, is_whole, read_json, record_json
 from rnnlab.metrics import metric as metric_info
 
 
@@ -459,12 +459,12 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 return f"task {task['name']} is not a task's definition ({err})"
             if not (all(isinstance(task.get(k, ""), str) for k in ("task", "why", "margin_why"))
                     and isinstance(task["task_options"], dict) and isinstance(task["settings"], dict)
-                    and _whole(task["budget"], 1)
+                    and is_whole(task["budget"], 1)
                     and all(is_number(task.get(k, 0.0)) for k in ("same_margin", "baseline", "perfect"))):
                 return f"task {task['name']} is not a task's definition (texts, options, a budget and numbers)"
     if not all(isinstance(cell.get("label"), str) for cell in data["cells"]):
         return "a cell has no label"
-    if not (data["final_seeds"] and all(_whole(s) for s in data["final_seeds"] + data["search_seeds"])):
+    if not (data["final_seeds"] and all(is_whole(s, 0) for s in data["final_seeds"] + data["search_seeds"])):
         return "the seeds are not whole numbers, or there are no final seeds"
     for name, drawn in data.get("search_space", {}).items():
         if not (isinstance(drawn, list) and len(drawn) == 2 and isinstance(drawn[0], str) and _pair(drawn[1])):
@@ -487,10 +487,6 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _whole(value: Any, low: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
 def _numbers(value: Any) -> bool:
     return isinstance(value, list) and all(is_number(v) for v in value)
 
@@ -507,9 +503,9 @@ def _row_problem(row: dict[str, Any]) -> str | None:
     """What in a (task, cell) row is not what the page and the judging read; the summary of its values is not
     read (``rejudge`` computes it again from the values)."""
     if not (isinstance(row.get("task"), str) and isinstance(row.get("cell"), str) and _numbers(row.get("values"))
-            and _whole(row.get("failed", 0))):
+            and is_whole(row.get("failed", 0), 0)):
         return "is not a task, a cell, its per-seed values and its count of failed runs"
-    if not (_whole(row.get("hidden"), 1) and _whole(row.get("params"), 1) and is_number(row.get("lr"))):
+    if not (is_whole(row.get("hidden"), 1) and is_whole(row.get("params"), 1) and is_number(row.get("lr"))):
         return "has no hidden size, parameter count and learning rate"
     chosen = row.get("chosen", {})
     if not (isinstance(chosen, dict) and all(is_number(v) for v in chosen.values())):
@@ -525,7 +521,7 @@ def _row_problem(row: dict[str, Any]) -> str | None:
             and isinstance(importance.get("intervals"), dict)
             and all(_pair(v) for v in importance["intervals"].values())
             and is_number(importance.get("interactions")) and _pair(importance.get("interactions_interval"))
-            and _whole(importance.get("configurations"))):
+            and is_whole(importance.get("configurations"), 0)):
         return "has an importance that is not shares, their intervals, interactions and a count of draws"
     return None
 

@@ -35,7 +35,7 @@ from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
 from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, train_sweep
-from rnnlab.files import is_number, read_json
+from rnnlab.files import is_number, is_whole, read_json
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
     "V": {"peepholes": True},
@@ -219,7 +219,7 @@ class GreffResults:
 def _shape_problem(data: dict[str, Any]) -> str | None:
     """What in a results file is not where ``GreffResults`` keeps it: the counts, each variant's trials (the
     numbers ``trial_row`` keeps), the matched checks' pairs; None when nothing is."""
-    if not (isinstance(data["trials"], int) and not isinstance(data["trials"], bool) and data["trials"] > 0):
+    if not is_whole(data["trials"], 1):
         return "trials is not a positive whole number"
     if not isinstance(data["quick"], bool):
         return "quick is neither true nor false"

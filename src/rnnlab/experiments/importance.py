@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.files import is_number
+
 EXTRA = "pip install 'rnnlab[importance]' (Optuna and scikit-learn)"
 DRAWS, LEVEL, SUBSAMPLE = 20, 0.95, 0.8
 
@@ -53,7 +55,7 @@ def _distribution(values: list[Any]):
     """An Optuna distribution covering the values tried, on a linear scale (log-scaled ones arrive as their log10)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    if all(is_number(v) for v in values):
         low, high = min(values), max(values)
         if low == high:
             return None
@@ -69,7 +71,7 @@ def _as_log10(params: list[dict[str, Any]], log: tuple[str, ...]) -> list[dict[s
     docstring); a value that has no logarithm is refused by name."""
     for p in params:
         for k in log:
-            if k in p and not (isinstance(p[k], (int, float)) and not isinstance(p[k], bool) and p[k] > 0):
+            if k in p and not (is_number(p[k]) and p[k] > 0):
                 raise ValueError(f"hyperparameter importance: {k} is read on a log scale but one configuration has "
                                  f"{k} = {p[k]!r}")
     return [{**p, **{k: math.log10(p[k]) for k in log if k in p}} for p in params]

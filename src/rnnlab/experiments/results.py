@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.files import is_number
+
 SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
 RUN_COLUMNS = ("key", "group", "label", "seed")     # a run's identity in runs.csv; every other column is a metric
 OK = "ok"
@@ -29,7 +31,7 @@ def run_metrics(result: dict[str, Any]) -> dict[str, float]:
     ``seconds_per_epoch``, the median epoch (the first one also pays the kernels' one-time compilation).
     The one definition behind a study's runs.csv and a sweep's trials.csv."""
     metrics = {k: v for k, v in result.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in RUN_COLUMNS + HOW_TRAINED}
+               if is_number(v) and k not in RUN_COLUMNS + HOW_TRAINED}
     history = result.get("history", [])
     if history:
         metrics["seconds_per_epoch"] = float(np.median([h["seconds"] for h in history]))

@@ -21,6 +21,7 @@ from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
+from rnnlab.files import is_number
 from rnnlab.init import INIT_SCHEMES
 from rnnlab.optim import OPTIMIZERS, SCHEDULES
 from rnnlab.train import TrainConfig, load_checkpoint, load_params
@@ -189,7 +190,7 @@ def final_metrics(result: dict[str, Any]) -> dict[str, float]:
     """The split metrics of an epoch's report, named ``{split}_{metric}`` (dev_loss, test_solved, ...): what
     Ray Tune last heard from a trial it stopped; a finished run's numbers are ``results.run_metrics``."""
     return {k: float(v) for k, v in result.items()
-            if k.split("_")[0] in SPLITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if k.split("_")[0] in SPLITS and is_number(v)}
 
 
 def _cell_name(text: Any) -> str:

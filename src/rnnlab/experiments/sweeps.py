@@ -58,7 +58,7 @@ from rnnlab.experiments.runner import STOP, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
-from rnnlab.files import atomic_write, hold
+from rnnlab.files import atomic_write, hold, is_number, is_whole
 from rnnlab.metrics import is_count
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "logint", "one_minus_loguniform", "choice")
@@ -242,7 +242,7 @@ def parse_sweep(text: str, source: str = "sweep") -> Sweep:
     counts = {}
     for key in ("seeds", "samples"):
         value = data.get(key, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not is_whole(value, 1):
             raise ValueError(f"{where(key)}: expected a positive integer, got {value!r}")
         counts[key] = value
     for key in ("settings", "search", "task_options"):
@@ -340,7 +340,7 @@ def _distribution(value: dict, setting, at: str) -> Distribution:
         raise ValueError(f"{at}: {kind} expects a list of values, got {args!r}")
     if kind == "choice":
         return Distribution(kind, tuple(convert(setting, v, at) for v in args))
-    if len(args) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+    if len(args) != 2 or not all(is_number(a) for a in args):
         raise ValueError(f"{at}: {kind} expects [low, high], got {args!r}")
     low, high = args
     integer = kind in ("int", "logint")

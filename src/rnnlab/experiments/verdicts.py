@@ -37,6 +37,7 @@ import numpy as np
 
 from rnnlab.experiments import statistics as st
 from rnnlab.experiments.results import Run, Verdict
+from rnnlab.files import is_number
 from rnnlab.metrics import metric as metric_info
 
 ALPHA = st.ALPHA
@@ -247,13 +248,11 @@ def check_published(key: str, metric: str, published: Any) -> None:
             raise ValueError(f"{where}: mean ± sd over runs needs a number, an sd ≥ 0 and at least 2 runs, got "
                              f"{published.value!r} ± {published.sd!r} over {published.runs!r}")
         published = published.value
-    number = (int, float)
-    if isinstance(published, bool) or not isinstance(published, (*number, str, tuple)):
+    if not (is_number(published) or isinstance(published, (str, tuple))):
         raise ValueError(f"{where}: expected a number, a (low, high) range or text, got {published!r}")
     if not isinstance(published, tuple):
         return
-    if len(published) != 2 or not all(end is None or (isinstance(end, number) and not isinstance(end, bool))
-                                       for end in published):
+    if len(published) != 2 or not all(is_number(end, or_none=True) for end in published):
         raise ValueError(f"{where}: a range is (low, high), each a number or None, got {published!r}")
     low, high = published
     if low is None and high is None:
@@ -275,7 +274,7 @@ def tolerance_caps(claims: list[Claim], published: dict) -> dict[tuple[str, str]
 
     def number(value: Any) -> float | None:
         value = value.value if isinstance(value, Published) else value
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return float(value) if is_number(value) else None
 
     for claim in claims:
         a, b = (number(published.get((k, claim.metric))) for k in (claim.better, claim.worse))
