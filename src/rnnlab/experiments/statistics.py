@@ -413,8 +413,10 @@ def welch_power(difference: float, std: float, n_a: int, n_b: int, alpha: float 
     else:
         df = (va + vb) ** 2 / ((va ** 2 / (n_a - 1) if va else 0.0) + (vb ** 2 / (n_b - 1) if vb else 0.0))
     ncp = abs(difference) / math.sqrt(va + vb)
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    upper, lower = float(stats.nct.sf(crit, df, ncp)), float(stats.nct.cdf(-crit, df, ncp))
+    # the ufuncs behind stats.t.ppf and stats.nct.cdf, the same bits without their argument handling (the
+    # group-sequential simulations call this thousands of times); SciPy exposes the upper tail only as nct.sf
+    crit = special.stdtrit(df, 1 - alpha / 2)
+    upper, lower = float(stats.nct.sf(crit, df, ncp)), float(special.nctdtr(df, ncp, -crit))
     # SciPy's noncentral t returns NaN far in its tails (few df, a large ncp), where the tail is ~0
     upper = upper if math.isfinite(upper) else float(ncp > crit)
     lower = lower if math.isfinite(lower) else 0.0
