@@ -595,6 +595,17 @@ def _summary(values: np.ndarray, task: BenchTask) -> dict[str, float]:
     return summary
 
 
+def _summary_again(row: dict[str, Any], task: BenchTask) -> dict[str, float]:
+    """A stored row's summary computed again from its values; the stored figures are kept where they are those to
+    1e-9 (the t quantile's last bits differ between SciPy versions, and a republish must not rewrite a file for
+    them), so an edited or stale summary never reaches the page."""
+    fresh = _summary(np.asarray(row["values"], dtype=np.float64), task)
+    stored = {k: row[k] for k in SUMMARY if k in row}
+    same = stored.keys() == fresh.keys() and all(
+        is_number(stored[k]) and math.isclose(stored[k], fresh[k], rel_tol=1e-9, abs_tol=1e-12) for k in fresh)
+    return stored if same else fresh
+
+
 def _search_importance(search: Any) -> dict[str, Any]:
     """The fANOVA shares of a random search's hyperparameters for its dev loss (``sweeps.search_importance``: at
     least 8 finished draws and the importance extra), or nothing."""
@@ -635,11 +646,8 @@ def rejudge(results: BenchResults) -> BenchResults:
     known = {t.name: t for t in ALL_TASKS}
     tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
     by_name = {t.name: t for t in tasks}
-    rows = []
-    for row in results.rows:
-        values = np.asarray(row["values"], dtype=np.float64)
-        rows.append({**{k: v for k, v in row.items() if k not in SUMMARY}, "runs": int(values.size),
-                     **_summary(values, by_name[row["task"]])})
+    rows = [{**{k: v for k, v in row.items() if k not in SUMMARY}, "runs": len(row["values"]),
+             **_summary_again(row, by_name[row["task"]])} for row in results.rows]
     return dataclasses.replace(results, rows=rows, tasks=[vars(t) for t in tasks],
                                **judge(rows, tasks, [c["label"] for c in results.cells]))
 
