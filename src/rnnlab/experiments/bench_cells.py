@@ -432,17 +432,21 @@ class BenchResults:
 
 
 def _shape_problem(data: dict[str, Any]) -> str | None:
-    """What in a results file is not where ``BenchResults`` keeps it (what merging and judging again read: the
-    search, the tasks, the cells, each row's per-seed values); None when nothing is."""
+    """What in a results file is not where ``BenchResults`` keeps it (what merging, judging again and the page read:
+    the search, the seeds, the tasks, the cells, the parts, each row); None when nothing is."""
     for key in ("rows", "comparisons", "claims", "tasks", "cells", "parts"):
         if not isinstance(data.get(key, []), list) or not all(isinstance(x, dict) for x in data.get(key, [])):
             return f"{key} is not a list of tables"
     for key in ("across_tasks", "search_space", "floor"):
         if not isinstance(data.get(key, {}), dict):
             return f"{key} is not a table"
-    for key in ("learning_rates", "search_seeds", "final_seeds"):
-        if not _numbers(data[key]):
-            return f"{key} is not a list of numbers"
+    if not _numbers(data["learning_rates"]):
+        return "learning_rates is not a list of numbers"
+    for key in ("search_seeds", "final_seeds"):
+        if not (isinstance(data[key], list) and all(is_whole(seed, 0) for seed in data[key])):
+            return f"{key} is not a list of whole numbers"
+    if not data["final_seeds"]:
+        return "final_seeds is empty: a benchmark's page reports its final runs"
     for key in ("seconds", "runs", "trained_now", "compute_seconds", "trials"):
         if not is_number(data.get(key, 0)):
             return f"{key} is not a number"
@@ -464,8 +468,6 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 return f"task {task['name']} is not a task's definition (texts, options, a budget and numbers)"
     if not all(isinstance(cell.get("label"), str) for cell in data["cells"]):
         return "a cell has no label"
-    if not (data["final_seeds"] and all(is_whole(s, 0) for s in data["final_seeds"] + data["search_seeds"])):
-        return "the seeds are not whole numbers, or there are no final seeds"
     for name, drawn in data.get("search_space", {}).items():
         if not (isinstance(drawn, list) and len(drawn) == 2 and isinstance(drawn[0], str) and _pair(drawn[1])):
             return f"the search space's {name} is not a distribution and its range"
