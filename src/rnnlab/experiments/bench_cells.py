@@ -649,7 +649,7 @@ def rejudge(results: BenchResults) -> BenchResults:
     tasks = [known[t["name"]] if t["name"] in known else BenchTask(**t) for t in results.tasks]
     by_name = {t.name: t for t in tasks}
     rows = [{**{k: v for k, v in row.items() if k not in SUMMARY}, "runs": len(row["values"]),
-             **_summary_again(row, by_name[row["task"]])} for row in results.rows]
+             "failed": row.get("failed", 0), **_summary_again(row, by_name[row["task"]])} for row in results.rows]
     return dataclasses.replace(results, rows=rows, tasks=[vars(t) for t in tasks],
                                **judge(rows, tasks, [c["label"] for c in results.cells]))
 
@@ -715,9 +715,10 @@ EQUIVALENCE_TEST = ("two one-sided permutation tests against the task's margin: 
 
 def judge(rows: list[dict[str, Any]], tasks: list[BenchTask], labels: list[str]) -> dict[str, Any]:
     """Every cell against each baseline on each task, and each claim task by task, from the final runs'
-    per-seed values (``rows``): what ``summarise`` stores, and what republishing recomputes."""
+    per-seed values and counts of failed runs (``rows``): what ``run_bench`` stores, and what republishing
+    recomputes."""
     values = {(r["task"], r["cell"]): np.asarray(r["values"], dtype=np.float64) for r in rows}
-    failed = {(r["task"], r["cell"]): int(r.get("failed", 0)) for r in rows}
+    failed = {(r["task"], r["cell"]): int(r["failed"]) for r in rows}
     comparisons = []
     for t in tasks:
         family, tests, lost = [], [], []
@@ -805,7 +806,7 @@ def _normalised_runs(by: dict[tuple[str, str], dict[str, Any]], tasks: list[Benc
     for t in tasks:
         row = by.get((t.name, label))
         values = None if row is None else np.r_[normalise(np.asarray(row["values"]), t.baseline, t.perfect),
-                                                np.zeros(row.get("failed", 0))]
+                                                np.zeros(row["failed"])]
         if values is None or values.size == 0:
             return None
         runs.append(values)
