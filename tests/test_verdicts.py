@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rnnlab.experiments.results import Run
@@ -330,6 +330,58 @@ def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_st
         written = (f"{name}.md", f"{name}.json", f"{name}/page.json")
     for file in written:
         assert (copy / file).read_text() == (PUBLISHED / file).read_text(), file
+
+
+CSV_DAMAGES = ("abc", "", "-1", "1e400", "drop", "extra", "bytes")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=st.integers(0, 10**6), column=st.integers(0, 10**6), how=st.sampled_from(CSV_DAMAGES))
+def test_a_damaged_published_trials_csv_is_refused_naming_file_and_line_or_republished(tmp_path, line, column, how):
+    """One field of a published sweep's trials.csv (the header's too) replaced, dropped, doubled or made
+    undecodable: republishing its comparisons either renders the page or refuses naming the file and line, and
+    then leaves every file of the folder as it was."""
+    import csv
+    import io
+    import shutil
+    import tempfile
+
+    from rnnlab.pages.sweep import BEST_PER_GROUP, republish_sweep_comparisons
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path)) / "polyphonic-jsb-s3-units"     # one per example
+    shutil.copytree(PUBLISHED / folder.name, folder)
+    rows = list(csv.reader(io.StringIO((folder / "trials.csv").read_text())))
+    row = rows[line % len(rows)]
+    at = column % len(row)
+    if how == "drop":
+        del row[at]
+    elif how == "extra":
+        row.insert(at, "1")
+    else:
+        row[at] = "\udcff" if how == "bytes" else how
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    (folder / "trials.csv").write_bytes(text.getvalue().encode("utf-8", "surrogateescape"))
+    before = {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    try:
+        report = republish_sweep_comparisons(folder)
+    except ValueError as err:
+        assert re.match(rf"{re.escape(str(folder / 'trials.csv'))}: line \d+: ", str(err)), err
+        assert {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()} == before
+        return
+    assert f"## {BEST_PER_GROUP}" in report.read_text()
+
+
+def test_a_published_sweep_without_its_trials_csv_is_refused_naming_it(tmp_path):
+    import shutil
+
+    from rnnlab.pages.sweep import republish_sweep_comparisons
+
+    folder = tmp_path / "polyphonic-jsb-s3-units"
+    shutil.copytree(PUBLISHED / folder.name, folder)
+    (folder / "trials.csv").unlink()
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder / 'trials.csv'))}: no such file"):
+        republish_sweep_comparisons(folder)
 
 
 def test_every_published_page_is_republished_by_a_case_above_and_the_overview_reads_no_markdown(tmp_path):

@@ -188,24 +188,15 @@ def republish_sweep_comparisons(folder: str | Path) -> Path:
     if not isinstance(source, str):
         raise ValueError(f"{folder / PAGE_JSON}: no 'source' (the sweep file the page was made from)")
     with staged_publish(folder, f"sweep {Path(source).name}") as stage:
-        _republish_sweep_comparisons(stage, source)
+        _republish_sweep_comparisons(stage, source, folder / "trials.csv")
     return folder / "report.md"
 
 
-def _republish_sweep_comparisons(folder: Path, source: str) -> None:
+def _republish_sweep_comparisons(folder: Path, source: str, published: Path) -> None:
     from rnnlab.experiments.sweeps import load_sweep, sweep_results
 
     sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
-    by_id = {t.id: t for t in sweep.trials()}
-    records = []
-    with open(folder / "trials.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            trial = by_id[row["id"]]
-            fixed = {"id", "seed", "seconds", "status", "error", *sweep.searched}
-            records.append({"id": row["id"], "group": trial.group, "config": trial.config, "values": trial.values,
-                            "seed": int(row["seed"]), "status": row["status"], "error": row["error"],
-                            "seconds": float(row["seconds"] or 0.0),
-                            "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
+    records = _published_trials(folder / "trials.csv", published, sweep, source)
     summary = sweep_results(sweep, records)
     page = read_page(folder)
     blocks = _replace_keeping_figures(page.blocks, BEST_PER_GROUP,
@@ -214,6 +205,38 @@ def _republish_sweep_comparisons(folder: Path, source: str) -> None:
     if section(blocks, COMPARED) and compared[1]:
         blocks = _replace_keeping_figures(blocks, COMPARED, [Paragraph(COMPARISON_NOTE), Table(*compared, "verdicts")])
     write_page(Page(page.title, blocks), folder / "report.md", folder / PAGE_JSON, source)
+
+
+def _published_trials(path: Path, named: Path, sweep: Any, source: str) -> list[dict[str, Any]]:
+    """The trials published beside a sweep's page (``path``, a copy of ``named``), as the sweep's records: each
+    row matched to the sweep file's trial by id; a damaged row is refused naming the file and line."""
+    from rnnlab.experiments.sweeps import STATUSES
+
+    by_id = {t.id: t for t in sweep.trials()}
+    fixed = {"id", "seed", "seconds", "status", "error", *sweep.searched}
+    records = []
+    if not path.is_file():
+        raise ValueError(f"{named}: no such file (the trials the page was made from)")
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = csv.DictReader(f)
+        try:
+            for row in rows:
+                if None in row or None in row.values():
+                    raise ValueError(f"{'more' if None in row else 'fewer'} fields than the header")
+                if row["id"] not in by_id:
+                    raise ValueError(f"trial {row['id']!r} is not one of {source}'s")
+                if row["status"] not in STATUSES:
+                    raise ValueError(f"status {row['status']!r} is not one of {', '.join(STATUSES)}")
+                trial = by_id[row["id"]]
+                records.append({"id": row["id"], "group": trial.group, "config": trial.config,
+                                "values": trial.values, "seed": int(row["seed"]), "status": row["status"],
+                                "error": row["error"], "seconds": float(row["seconds"] or 0.0),
+                                "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
+        except KeyError as err:
+            raise ValueError(f"{named}: line {rows.line_num}: no {err} column; not a sweep's trials.csv") from None
+        except (ValueError, csv.Error) as err:      # UnicodeDecodeError among them
+            raise ValueError(f"{named}: line {rows.line_num}: not a trial of the sweep ({err})") from None
+    return records
 
 
 def _replace_keeping_figures(blocks: list[Block], heading: str, new: list[Block]) -> list[Block]:
