@@ -359,6 +359,27 @@ def test_a_publish_that_would_replace_a_column_with_fewer_seeds_is_refused_befor
     assert published_seeds(dest, "tiny", SETTING) == {"rnn": 3, "gru": 3} and len(list(jobs.glob("*-s2"))) == 2
 
 
+CSV_LIKE = st.text(alphabet=list('seed,x01"\n\r \x00é'), max_size=60).map(lambda t: ("seed,x\n" + t).encode())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=st.one_of(st.binary(max_size=60), CSV_LIKE, CSV_LIKE.map(lambda b: b + b"\xff")))
+def test_a_csv_is_read_row_by_row_or_refused_naming_file_and_line(tmp_path, content):
+    """Whatever bytes stand where a stored table should (``files.read_csv``, behind every published runs.csv,
+    trials.csv and search table): each row through the converter, whole, or a ValueError naming the file, the
+    line and what a row should be; never a UnicodeDecodeError, a csv.Error or a row missing fields."""
+    from rnnlab.files import read_csv
+
+    path = tmp_path / "table.csv"
+    path.write_bytes(content)
+    try:
+        rows = read_csv(path, lambda row: (int(row["seed"]), row), "a run")
+    except ValueError as err:
+        assert re.match(rf"{re.escape(str(path))}: line \d+: (no '[^']*' column; not a run$|not a run \()", str(err))
+        return
+    assert all(None not in row and None not in row.values() for _, row in rows)
+
+
 def test_runs_whose_settings_changed_are_set_aside_not_deleted(tmp_path, capsys, monkeypatch):
     _tiny(monkeypatch)
     out = tmp_path / "runs"

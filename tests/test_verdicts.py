@@ -290,12 +290,12 @@ def test_a_range_open_at_one_end_is_at_most_or_at_least():
     assert at_least.difference == pytest.approx(np.mean([-3.1, -2.9, -3.3, -2.8]) + 2.0)
 
 
-def _published_pages() -> list[tuple[str, str]]:
-    """(kind, name) of every page docs/results publishes from stored data: the studies, the maps (a sweep's
-    report) and the cell benchmarks (one case each, so that they run side by side)."""
-    studies = [("study", n) for n in sorted(n for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file())]
-    maps = [("map", report.parent.name) for report in sorted(PUBLISHED.glob("*/report.md"))]
-    return studies + maps + [("bench", bench.stem) for bench in sorted(PUBLISHED.glob("cells*.json"))]
+def _published_pages() -> list:
+    """Every page docs/results publishes from stored data (found through its manifests) but the Greff arm, whose
+    fANOVA takes minutes (it has its own test): one case each, so that they run side by side."""
+    from rnnlab.pages.republish import published_pages
+
+    return [page for page in published_pages(PUBLISHED) if page.kind != "greff"]
 
 
 def _without_markdown(tmp_path: Path) -> Path:
@@ -308,28 +308,18 @@ def _without_markdown(tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("kind, name", _published_pages())
-def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path, kind, name):
-    """Republishing from the page as data and the runs and trials published beside each page
-    (``republish_verdicts``, ``republish_sweep_comparisons``, ``republish_bench``), with every Markdown file deleted
-    first, changes no page: the words, numbers, intervals and budget findings on docs/results are today's code
-    applied to the stored data."""
-    from rnnlab.pages.bench import republish_bench
-    from rnnlab.pages.study import republish_verdicts
-    from rnnlab.pages.sweep import republish_sweep_comparisons
+@pytest.mark.parametrize("page", _published_pages(), ids=lambda page: f"{page.kind}-{page.name}")
+def test_every_published_page_and_map_is_what_todays_statistics_give_from_its_stored_runs(tmp_path, page):
+    """Republishing (``rnnlab republish``) from the page as data and the runs, trials and results published beside
+    each page, with every Markdown file deleted first, writes each page again and changes nothing else: the words,
+    numbers, intervals and budget findings on docs/results are today's code applied to the stored data."""
+    from rnnlab.pages.republish import republish
 
     copy = _without_markdown(tmp_path)
-    if kind == "study":
-        republish_verdicts(name, copy)
-        written = (f"{name}.md", f"{name}/page.json")
-    elif kind == "map":
-        republish_sweep_comparisons(copy / name)
-        written = (f"{name}/report.md", f"{name}/page.json")
-    else:       # a cell benchmark, judged again from its values
-        republish_bench(copy / f"{name}.md")
-        written = (f"{name}.md", f"{name}.json", f"{name}/page.json")
+    written = republish(page, copy, stands_in=PUBLISHED)
+    assert any(file.endswith(".md") for file in written)
     for file in written:
-        assert (copy / file).read_text() == (PUBLISHED / file).read_text(), file
+        assert (copy / file).read_bytes() == (PUBLISHED / file).read_bytes(), file
 
 
 CSV_DAMAGES = ("abc", "", "-1", "1e400", "drop", "extra", "bytes")
@@ -364,7 +354,7 @@ def test_a_damaged_published_trials_csv_is_refused_naming_file_and_line_or_repub
     (folder / "trials.csv").write_bytes(text.getvalue().encode("utf-8", "surrogateescape"))
     before = {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
     try:
-        report = republish_sweep_comparisons(folder)
+        report = republish_sweep_comparisons(folder, stands_in=PUBLISHED / folder.name)
     except ValueError as err:
         assert re.match(rf"{re.escape(str(folder / 'trials.csv'))}: line \d+: ", str(err)), err
         assert {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()} == before
@@ -381,7 +371,7 @@ def test_a_published_sweep_without_its_trials_csv_is_refused_naming_it(tmp_path)
     shutil.copytree(PUBLISHED / folder.name, folder)
     (folder / "trials.csv").unlink()
     with pytest.raises(ValueError, match=rf"^{re.escape(str(folder / 'trials.csv'))}: no such file"):
-        republish_sweep_comparisons(folder)
+        republish_sweep_comparisons(folder, stands_in=PUBLISHED / folder.name)
 
 
 def test_every_published_page_is_republished_by_a_case_above_and_the_overview_reads_no_markdown(tmp_path):
@@ -394,8 +384,47 @@ def test_every_published_page_is_republished_by_a_case_above_and_the_overview_re
     maps = [page for page in PUBLISHED.glob("*-*/page.json") if page.parent.name not in from_results]
     assert len(list(PUBLISHED.glob("*/report.md"))) == len(maps) - \
         sum((PUBLISHED / n / "page.json").is_file() for n in EXPERIMENTS if "-" in n)
-    kinds = {kind for kind, _ in _published_pages()}
-    assert kinds == {"study", "map", "bench"}
+    from rnnlab.pages.republish import PublishedPage, published_pages
+
+    studies = [PublishedPage("study", n) for n in EXPERIMENTS if (PUBLISHED / f"{n}.md").is_file()]
+    maps = [PublishedPage("map", report.parent.name) for report in PUBLISHED.glob("*/report.md")]
+    benches = [PublishedPage("bench", stored.stem) for stored in PUBLISHED.glob("cells*.json")]
+    assert set(published_pages(PUBLISHED)) == {*studies, *maps, *benches, PublishedPage("greff", "greff-jsb")}
+
+
+def test_republish_says_what_it_changed_and_with_check_changes_nothing(tmp_path, capsys, monkeypatch):
+    """``rnnlab republish DIR``: each page judged again from what is kept beside it, named with what changed;
+    ``--check`` republishes into a copy and exits 1 when a page would change; a name or folder that is not
+    published is refused naming it. A map's sweep file is found above the folder, from any working folder."""
+    import shutil
+
+    from rnnlab.cli import main
+
+    copy = tmp_path / "elsewhere" / "docs" / "results"
+    shutil.copytree(PUBLISHED, copy)
+    shutil.copytree(PUBLISHED.parents[1] / "examples" / "maps", tmp_path / "elsewhere" / "examples" / "maps")
+    monkeypatch.chdir(tmp_path)
+    only = ["--only", "mean-sign", "--only", "polyphonic-jsb-s3-units"]
+    assert main(["republish", str(copy), *only, "--check"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["study mean-sign: unchanged",
+                                                    "map polyphonic-jsb-s3-units: unchanged"]
+    runs = copy / "mean-sign" / "runs.csv"
+    lines = runs.read_text().splitlines()
+    lines[1] = ",".join(field if i != 6 else "0.5" for i, field in enumerate(lines[1].split(",")))
+    runs.write_text("\n".join(lines) + "\n")
+    before = {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()}
+    assert main(["republish", str(copy), *only, "--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == ["study mean-sign: would change mean-sign.md, mean-sign/page.json",
+                                                    "map polyphonic-jsb-s3-units: unchanged"]
+    assert {path: path.read_bytes() for path in copy.rglob("*") if path.is_file()} == before
+    assert main(["republish", str(copy), "--only", "mean-sign"]) == 0
+    assert capsys.readouterr().out == "study mean-sign: changed mean-sign.md, mean-sign/page.json\n"
+    assert (copy / "mean-sign.md").read_bytes() != (PUBLISHED / "mean-sign.md").read_bytes()
+    for argv, message in ((["--only", "nothing-here"], f"--only: nothing-here: not a page published into {copy}"),
+                          ([str(tmp_path / "empty")], f"{tmp_path / 'empty'}: no such folder")):
+        with pytest.raises(SystemExit) as exit:
+            main(["republish", *([str(copy)] if argv[0] == "--only" else []), *argv])
+        assert exit.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():

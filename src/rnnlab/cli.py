@@ -229,6 +229,31 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _republish(args: argparse.Namespace) -> int:
+    from rnnlab.pages.republish import published_pages, republish, would_change
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder")
+    pages = published_pages(folder)
+    unknown = sorted(set(args.only) - {p.name for p in pages})
+    if unknown:
+        raise ValueError(f"--only: {', '.join(unknown)}: not a page published into {folder} "
+                         f"({', '.join(p.name for p in pages) or 'none is'})")
+    if not pages:
+        raise ValueError(f"{folder}: no page rnnlab published (no manifest naming a study, sweep, bench-cells or "
+                         "greff)")
+    changed = 0
+    for page in pages:
+        if args.only and page.name not in args.only:
+            continue
+        files = (would_change if args.check else republish)(page, folder)
+        changed += bool(files)
+        verb = "would change" if args.check else "changed"
+        print(f"{page.kind} {page.name}: " + (f"{verb} {', '.join(files)}" if files else "unchanged"), flush=True)
+    return 1 if args.check and changed else 0
+
+
 def _data(args: argparse.Namespace) -> int:
     from rnnlab.data import registry
     from rnnlab.machine import cache_dir
@@ -491,7 +516,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for add in (_demo_command, _check_cell_command, _bench_cells_command, _greff_command,
-                _train_command, _evaluate_command, _data_command, _analyze_command, _sweep_command):
+                _train_command, _evaluate_command, _data_command, _analyze_command, _sweep_command,
+                _republish_command):
         add(sub)
     _study_commands(sub, with_names=command == "reproduce")
     return parser
@@ -759,6 +785,24 @@ def _data_command(sub) -> None:
     data.add_argument("names", nargs="*", metavar="NAME", help="datasets (verify: default all)")
     data.add_argument("--force", action="store_true", help="fetch again even when present")
     data.set_defaults(run=_data)
+
+
+def _republish_command(sub) -> None:
+    """rnnlab republish."""
+    rep = sub.add_parser("republish", help="judge a published folder's pages again from the data kept beside them",
+                         formatter_class=HelpFormatter,
+                         description="Every page published into DIR (found through its manifests: studies, sweep "
+                         "maps, cell benchmarks, the Greff arm) judged again by this version's statistics from the "
+                         "runs, trials and results published beside it; nothing trains or is imported, and only "
+                         "files rnnlab wrote are replaced. Prints what changed.")
+    rep.add_argument("folder", nargs="?", default="docs/results", metavar="DIR",
+                     help="the published folder (default: docs/results)")
+    rep.add_argument("--only", action="append", default=[], metavar="NAME",
+                     help="republish only this page (a study's name, a map's folder, a results file's stem; "
+                     "repeatable)")
+    rep.add_argument("--check", action="store_true", help="change nothing: say which pages today's code would "
+                     "change (in a copy of DIR), and exit 1 if any")
+    rep.set_defaults(run=_republish)
 
 
 def _analyze_command(sub) -> None:

@@ -1,4 +1,4 @@
-"""How rnnlab touches files: atomic writes that respect the umask, JSON read with the file named in
+"""How rnnlab touches files: atomic writes that respect the umask, JSON and CSV read with the file named in
 every error, one command at a time per folder (a lock naming its holder), stored runs set aside
 rather than deleted, and published files replaced only where a manifest says rnnlab wrote them.
 
@@ -8,6 +8,7 @@ a sweep or a published page goes through them.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -128,6 +129,28 @@ def read_json_lines(path: str | Path) -> tuple[list[dict], list[str]]:
         else:
             bad.append(f"{path}, line {number}: not a JSON object; skipped")
     return rows, bad
+
+
+def read_csv(path: str | Path, convert: Callable[[dict[str, str]], Any], what: str,
+             shown_as: str | Path | None = None) -> list[Any]:
+    """Each row of a CSV file with a header (column → text) through ``convert``. A row ``convert`` cannot take
+    (a KeyError: a column missing; a ValueError or TypeError), a row of more or fewer fields than the header, or
+    bytes that are not UTF-8 are refused as ValueError naming the file (``shown_as``, where ``path`` is a copy of
+    it), the line and ``what`` a row should be."""
+    named = shown_as or path
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = csv.DictReader(f)
+        try:
+            for row in rows:
+                if None in row or None in row.values():
+                    raise ValueError(f"{'more' if None in row else 'fewer'} fields than the header")
+                out.append(convert(row))
+        except KeyError as err:
+            raise ValueError(f"{named}: line {rows.line_num}: no {err} column; not {what}") from None
+        except (ValueError, TypeError, csv.Error) as err:      # UnicodeDecodeError among them
+            raise ValueError(f"{named}: line {rows.line_num}: not {what} ({err})") from None
+    return out
 
 
 class FolderBusy(ValueError):

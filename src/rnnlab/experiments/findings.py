@@ -34,7 +34,6 @@ includes by name, for a sentence several reasons share.
 
 from __future__ import annotations
 
-import csv
 import fnmatch
 import itertools
 import math
@@ -48,6 +47,7 @@ import numpy as np
 
 from rnnlab.experiments.settings import read_toml
 from rnnlab.experiments.statistics import ALPHA, compare_means, mean_std, p_shown, t_interval
+from rnnlab.files import read_csv
 from rnnlab.page import PAGE_JSON, Heading, markdown_blocks, read_page_json, section
 
 FINDINGS_FILE = Path(__file__).with_name("findings.toml")
@@ -222,8 +222,11 @@ def _read_table(root: Path, table: str, where_: str) -> list[dict[str, str]]:
     path = root / table
     if not path.is_file():
         raise FindingError(f"{where_}: table {path} does not exist")
-    with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if row.get("status", "ok") in ("ok", "")]
+    try:
+        rows = read_csv(path, dict, "a row of the table")
+    except ValueError as err:
+        raise FindingError(f"{where_}: {err}") from None
+    return [row for row in rows if row.get("status", "ok") in ("ok", "")]
 
 
 def _page_rows(root: Path, quote: dict[str, Any], where_: str) -> list[dict[str, str]]:

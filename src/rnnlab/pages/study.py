@@ -17,7 +17,7 @@ from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.statistics import ALPHA, expected_max_band, seeds_to_decide
-from rnnlab.files import inside, staged_publish
+from rnnlab.files import inside, read_csv, staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
 from rnnlab.pages.format import (
@@ -39,13 +39,9 @@ RUNS_CSV = {SETTING: "runs.csv", TUNED: "tuned-runs.csv"}     # each run's metri
 
 def _search_compute(search_dir: Path) -> tuple[float, int]:
     """(seconds, trials) of the searches stored under ``NAME-tuned/search/*/trials.csv``."""
-    seconds, trials = 0.0, 0
-    for path in sorted(search_dir.glob("*/trials.csv")):
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                trials += 1
-                seconds += float(row["seconds"] or 0.0)
-    return seconds, trials
+    seconds = [s for path in sorted(search_dir.glob("*/trials.csv"))
+               for s in read_csv(path, lambda row: float(row["seconds"] or 0.0), "a trial of the search")]
+    return sum(seconds), len(seconds)
 
 
 def _wall_time(calls: list[dict[str, Any]]) -> str:
@@ -245,16 +241,7 @@ def stored_verdicts(exp: Any, runs: list[Run], root: str | Path = RESULTS_ROOT) 
 def read_runs_csv(path: str | Path) -> list[Run]:
     """A published runs.csv: one run per row (an empty cell is no measurement); a damaged row is refused naming
     the file and line."""
-    runs = []
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = csv.DictReader(f)
-        try:
-            for row in rows:
-                runs.append(Run.from_row(row))
-        except KeyError as err:
-            raise ValueError(f"{path}: line {rows.line_num}: no {err} column; not a runs.csv") from None
-        except (ValueError, TypeError, csv.Error) as err:      # UnicodeDecodeError among them
-            raise ValueError(f"{path}: line {rows.line_num}: not a run ({err})") from None
+    runs = read_csv(path, Run.from_row, "a run")
     if not runs:
         raise ValueError(f"{path}: no runs; not a published runs.csv")
     return runs
@@ -314,10 +301,9 @@ TUNING_BUDGET = "Tuning budget"
 def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
     """The searches' trials (``NAME-tuned/search/KEY/trials.csv``) as one file with a ``configuration``
     column; None when no search is stored."""
-    rows = []
-    for path in sorted(search_dir.glob("*/trials.csv")):
-        with open(path, newline="") as f:
-            rows += [{"configuration": path.parent.name, **row} for row in csv.DictReader(f)]
+    rows = [row for path in sorted(search_dir.glob("*/trials.csv"))
+            for row in read_csv(path, lambda row, key=path.parent.name: {"configuration": key, **row},
+                                "a trial of the search")]
     if not rows:
         return None
     columns = list(dict.fromkeys(k for row in rows for k in row))
@@ -331,16 +317,19 @@ def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
 def expected_best(trials_csv: Path, metric: str, higher_is_better: bool) -> dict[str, np.ndarray]:
     """Per tuned configuration, Dodge et al.'s expected best score of its search after n = 1…N trials,
     a trial being one searched setting scored by its mean over seeds (failed seeds left out)."""
-    with open(trials_csv, newline="") as f:
-        rows = list(csv.DictReader(f))
+    def scored(row: dict[str, str]) -> dict[str, Any]:      # the metric a number, None where not measured
+        return {**row, "configuration": row["configuration"], metric: float(row[metric]) if row.get(metric) else None}
+
+    rows = read_csv(trials_csv, scored, "a trial of the searches")
+    columns = list(rows[0]) if rows else []
+    searched = columns[columns.index("id") + 1:columns.index("seed")] if {"id", "seed"} <= set(columns) else []
     curves = {}
     for key in dict.fromkeys(r["configuration"] for r in rows):
-        mine = [r for r in rows if r["configuration"] == key and r.get("status", "ok") == "ok" and r.get(metric)]
-        columns = list(mine[0]) if mine else []
-        searched = columns[columns.index("id") + 1:columns.index("seed")] if "seed" in columns else []
         scores: dict[tuple, list[float]] = {}
-        for r in mine:
-            scores.setdefault(tuple(r[c] for c in searched), []).append(float(r[metric]))
+        for r in rows:
+            if r["configuration"] != key or r.get("status", "ok") != "ok" or r[metric] is None:
+                continue
+            scores.setdefault(tuple(r[c] for c in searched), []).append(r[metric])
         if scores:
             curves[key] = expected_max_band([float(np.mean(v)) for v in scores.values()],
                                             higher_is_better=higher_is_better)

@@ -3,7 +3,6 @@ results, republished from its page as data and its trials."""
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import shutil
@@ -12,7 +11,7 @@ from typing import Any
 
 from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.results import SweepResults
-from rnnlab.files import staged_publish
+from rnnlab.files import read_csv, staged_publish
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
 from rnnlab.page import html as html_page
@@ -178,25 +177,39 @@ def sweep_summary_text(summary: SweepResults) -> str:
                                                             or b.title]))
 
 
-def republish_sweep_comparisons(folder: str | Path) -> Path:
+def republish_sweep_comparisons(folder: str | Path, stands_in: str | Path | None = None) -> Path:
     """Recompute a published sweep's best-per-group table and its comparisons from the trials published
     beside it (``trials.csv``, matched to the sweep file's trials by id) with today's statistics, and
     replace those two sections of the page kept as data (``page.json``); its figures and trial table, measured
-    then, stay. Written through a staging copy, like every publish (``files.staged_publish``)."""
+    then, stay. Written through a staging copy, like every publish (``files.staged_publish``). The sweep file is
+    looked for from the folders above ``folder``, or above ``stands_in`` where ``folder`` is a copy of it."""
     folder = Path(folder)
     source = page_data(folder).get("source")
     if not isinstance(source, str):
         raise ValueError(f"{folder / PAGE_JSON}: no 'source' (the sweep file the page was made from)")
+    sweep_file = _sweep_file(Path(stands_in or folder), source)
     with staged_publish(folder, f"sweep {Path(source).name}") as stage:
-        _republish_sweep_comparisons(stage, source, folder / "trials.csv")
+        _republish_sweep_comparisons(stage, source, sweep_file, folder / "trials.csv")
     return folder / "report.md"
 
 
-def _republish_sweep_comparisons(folder: Path, source: str, published: Path) -> None:
+def _sweep_file(folder: Path, source: str) -> Path:
+    """The sweep file a published map was made from: ``source`` as its page records it (relative to where the
+    sweep was run, as a rule the repository's root), looked for from the working folder, then from each folder
+    above the published one, so that a folder republishes from wherever it is named."""
+    path = Path(source)
+    for root in (Path.cwd(), *folder.resolve().parents):
+        if (root / path).is_file():
+            return root / path
+    raise ValueError(f"{folder / PAGE_JSON}: its sweep file {source} is not found from the working folder or from "
+                     f"a folder above {folder}")
+
+
+def _republish_sweep_comparisons(folder: Path, source: str, sweep_file: Path, published: Path) -> None:
     from rnnlab.experiments.sweeps import load_sweep, sweep_results
 
-    sweep = load_sweep(Path(__file__).resolve().parents[2] / source if not Path(source).is_file() else source)
-    records = _published_trials(folder / "trials.csv", published, sweep, source)
+    sweep = load_sweep(sweep_file)
+    records = _published_trials(folder / "trials.csv", published, sweep, sweep_file)
     summary = sweep_results(sweep, records)
     page = read_page(folder)
     blocks = _replace_keeping_figures(page.blocks, BEST_PER_GROUP,
@@ -207,36 +220,28 @@ def _republish_sweep_comparisons(folder: Path, source: str, published: Path) -> 
     write_page(Page(page.title, blocks), folder / "report.md", folder / PAGE_JSON, source)
 
 
-def _published_trials(path: Path, named: Path, sweep: Any, source: str) -> list[dict[str, Any]]:
+def _published_trials(path: Path, named: Path, sweep: Any, source: Path) -> list[dict[str, Any]]:
     """The trials published beside a sweep's page (``path``, a copy of ``named``), as the sweep's records: each
     row matched to the sweep file's trial by id; a damaged row is refused naming the file and line."""
     from rnnlab.experiments.sweeps import STATUSES
 
     by_id = {t.id: t for t in sweep.trials()}
     fixed = {"id", "seed", "seconds", "status", "error", *sweep.searched}
-    records = []
+
+    def record(row: dict[str, str]) -> dict[str, Any]:
+        if row["id"] not in by_id:
+            raise ValueError(f"trial {row['id']!r} is not one of {source}'s")
+        if row["status"] not in STATUSES:
+            raise ValueError(f"status {row['status']!r} is not one of {', '.join(STATUSES)}")
+        trial = by_id[row["id"]]
+        return {"id": row["id"], "group": trial.group, "config": trial.config, "values": trial.values,
+                "seed": int(row["seed"]), "status": row["status"], "error": row["error"],
+                "seconds": float(row["seconds"] or 0.0),
+                "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}}
+
     if not path.is_file():
         raise ValueError(f"{named}: no such file (the trials the page was made from)")
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = csv.DictReader(f)
-        try:
-            for row in rows:
-                if None in row or None in row.values():
-                    raise ValueError(f"{'more' if None in row else 'fewer'} fields than the header")
-                if row["id"] not in by_id:
-                    raise ValueError(f"trial {row['id']!r} is not one of {source}'s")
-                if row["status"] not in STATUSES:
-                    raise ValueError(f"status {row['status']!r} is not one of {', '.join(STATUSES)}")
-                trial = by_id[row["id"]]
-                records.append({"id": row["id"], "group": trial.group, "config": trial.config,
-                                "values": trial.values, "seed": int(row["seed"]), "status": row["status"],
-                                "error": row["error"], "seconds": float(row["seconds"] or 0.0),
-                                "metrics": {k: float(v) for k, v in row.items() if k not in fixed and v != ""}})
-        except KeyError as err:
-            raise ValueError(f"{named}: line {rows.line_num}: no {err} column; not a sweep's trials.csv") from None
-        except (ValueError, csv.Error) as err:      # UnicodeDecodeError among them
-            raise ValueError(f"{named}: line {rows.line_num}: not a trial of the sweep ({err})") from None
-    return records
+    return read_csv(path, record, "a trial of the sweep", shown_as=named)
 
 
 def _replace_keeping_figures(blocks: list[Block], heading: str, new: list[Block]) -> list[Block]:
