@@ -425,6 +425,11 @@ def test_republish_says_what_it_changed_and_with_check_changes_nothing(tmp_path,
         with pytest.raises(SystemExit) as exit:
             main(["republish", *([str(copy)] if argv[0] == "--only" else []), *argv])
         assert exit.value.code == 2 and message in capsys.readouterr().err
+    trials = copy / "polyphonic-jsb-s3-units" / "trials.csv"
+    trials.write_text(trials.read_text().replace(",ok,", ",banana,", 1))
+    with pytest.raises(SystemExit):
+        main(["republish", str(copy), "--only", "polyphonic-jsb-s3-units", "--check"])
+    assert f"error: {trials}: line 2: not a trial of the sweep (status 'banana'" in capsys.readouterr().err
 
 
 def test_a_look_at_n_seeds_takes_each_configurations_first_n_seeds_wherever_its_seeds_start():

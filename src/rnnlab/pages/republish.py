@@ -81,11 +81,15 @@ def republish(page: PublishedPage, dest: str | Path, stands_in: str | Path | Non
 
 
 def would_change(page: PublishedPage, dest: str | Path) -> list[str]:
-    """What ``republish`` would change, found in a copy of ``dest``: ``dest`` is not touched."""
+    """What ``republish`` would change, found in a copy of ``dest``: ``dest`` is not touched. An error names the
+    file of ``dest`` that its copy's file stands for."""
     with tempfile.TemporaryDirectory(prefix="rnnlab-republish-") as scratch:
         copy = Path(scratch) / "results"
         shutil.copytree(dest, copy, symlinks=True)
-        return republish(page, copy, stands_in=dest)
+        try:
+            return republish(page, copy, stands_in=dest)
+        except ValueError as err:
+            raise ValueError(str(err).replace(str(copy), str(dest))) from None
 
 
 def _files(folder: Path) -> dict[str, bytes]:
