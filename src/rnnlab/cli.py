@@ -794,7 +794,8 @@ def _republish_command(sub) -> None:
                          description="Every page published into DIR (found through its manifests: studies, sweep "
                          "maps, cell benchmarks, the Greff arm) judged again by this version's statistics from the "
                          "runs, trials and results published beside it; nothing trains or is imported, and only "
-                         "files rnnlab wrote are replaced. Prints what changed.")
+                         "files rnnlab wrote are replaced. Prints what changed. The Greff arm's fANOVA takes "
+                         "minutes and needs the importance extra.")
     rep.add_argument("folder", nargs="?", default="docs/results", metavar="DIR",
                      help="the published folder (default: docs/results)")
     rep.add_argument("--only", action="append", default=[], metavar="NAME",
