@@ -230,7 +230,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _republish(args: argparse.Namespace) -> int:
-    from rnnlab.pages.republish import published_pages, republish, would_change
+    from rnnlab.pages.republish import is_figure, published_pages, republish, would_change
 
     folder = Path(args.folder)
     if not folder.is_dir():
@@ -248,9 +248,11 @@ def _republish(args: argparse.Namespace) -> int:
         if args.only and page.name not in args.only:
             continue
         files = (would_change if args.check else republish)(page, folder)
-        changed += bool(files)
+        text, figures = [f for f in files if not is_figure(f)], [f for f in files if is_figure(f)]
+        changed += bool(text)
         verb = "would change" if args.check else "changed"
-        print(f"{page.kind} {page.name}: " + (f"{verb} {', '.join(files)}" if files else "unchanged"), flush=True)
+        print(f"{page.kind} {page.name}: " + (f"{verb} {', '.join(text)}" if text else "unchanged")
+              + (f" (figures drawn again: {', '.join(figures)})" if figures else ""), flush=True)
     return 1 if args.check and changed else 0
 
 
@@ -802,7 +804,8 @@ def _republish_command(sub) -> None:
                      help="republish only this page (a study's name, a map's folder, a results file's stem; "
                      "repeatable)")
     rep.add_argument("--check", action="store_true", help="change nothing: say which pages today's code would "
-                     "change (in a copy of DIR), and exit 1 if any")
+                     "change (in a copy of DIR), and exit 1 if any (a figure drawn again by another plotting "
+                     "library's version is listed, not counted)")
     rep.set_defaults(run=_republish)
 
 

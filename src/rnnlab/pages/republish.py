@@ -80,6 +80,12 @@ def republish(page: PublishedPage, dest: str | Path, stands_in: str | Path | Non
     return sorted(rel for rel in after.keys() | before.keys() if before.get(rel) != after.get(rel))
 
 
+def is_figure(rel: str) -> bool:
+    """Whether a published file is a figure: drawn again on republishing, its bytes are the plotting library's
+    version's as much as the data's, so a figure alone does not make a page changed."""
+    return rel.endswith(".png")
+
+
 def would_change(page: PublishedPage, dest: str | Path) -> list[str]:
     """What ``republish`` would change, found in a copy of ``dest``: ``dest`` is not touched. An error names the
     file of ``dest`` that its copy's file stands for."""
