@@ -275,7 +275,9 @@ def check_publish_folder(dest: str | Path) -> Path:
     return dest
 
 
-def _files_under(root: Path) -> dict[str, Path]:
+def files_under(root: Path) -> dict[str, Path]:
+    """Every file under ``root`` (relative POSIX path → path) but the manifest, the lock and its owner's note:
+    what a publish writes and compares."""
     return {p.relative_to(root).as_posix(): p for p in root.rglob("*")
             if p.is_file() and p.name not in (MANIFEST, LOCK, OWNER)}
 
@@ -296,7 +298,7 @@ def staged_publish(dest: str | Path, owner: str) -> Iterator[Path]:
         else:
             stage.mkdir()
         yield stage
-        before, after = _files_under(dest) if dest.is_dir() else {}, _files_under(stage)
+        before, after = files_under(dest) if dest.is_dir() else {}, files_under(stage)
         write = {rel: path.read_bytes() for rel, path in after.items()
                  if rel not in before or before[rel].read_bytes() != path.read_bytes()}
         removed = [rel for rel in before if rel not in after and _owned(manifest, dest, rel, owner)]

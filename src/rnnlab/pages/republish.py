@@ -17,7 +17,7 @@ from pathlib import Path
 from rnnlab.experiments import importance
 from rnnlab.experiments.greff import GreffResults
 from rnnlab.experiments.studies import EXPERIMENTS
-from rnnlab.files import MANIFEST, read_manifest
+from rnnlab.files import MANIFEST, files_under, read_manifest
 from rnnlab.page import PAGE_JSON
 from rnnlab.pages.bench import republish_bench
 from rnnlab.pages.greff import republish_greff
@@ -99,5 +99,4 @@ def would_change(page: PublishedPage, dest: str | Path) -> list[str]:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and p.name != MANIFEST}
+    return {rel: path.read_bytes() for rel, path in files_under(folder).items()}
