@@ -94,10 +94,14 @@ class PrintedToDocs:
 
 
 def docs_name(script: str, all_cores: bool) -> str:
-    """``models-amd-1-thread``: what a table measured, on which vendor's processor, at which thread count."""
+    """``models-amd-1-thread``: what a table measured, on which vendor's processor, at which thread count, and
+    (``-openblas``, ``-mkl``) the BLAS provider when ``$RNNLAB_BLAS`` forced one rather than the default's choice."""
+    from rnnlab.cells.blas_provider import requested_mode
+
     name = processor().lower()
     vendor = "intel" if "intel" in name else "amd" if "amd" in name else "cpu"
-    return f"{script}-{vendor}-{'all-cores' if all_cores else '1-thread'}"
+    forced = "" if requested_mode() == "auto" else f"-{requested_mode()}"
+    return f"{script}-{vendor}-{'all-cores' if all_cores else '1-thread'}{forced}"
 
 
 def processor() -> str:

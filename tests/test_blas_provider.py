@@ -209,6 +209,7 @@ def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(m
     monkeypatch.setattr(kernel_blas, "_READOUT_GEMM", {
         np.dtype(d): blas_provider.gemm_function(addresses[kind], d) for kind, d in (("s", np.float32),
                                                                                         ("d", np.float64))})
+    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 1)   # as at 1 thread, where oneMKL was timed
     served = []
     real = kernel_blas.blas_matmul
     monkeypatch.setattr(kernel_blas, "blas_matmul", lambda gemm, a, b: served.append(a.shape) or real(gemm, a, b))
@@ -222,6 +223,10 @@ def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(m
     np.testing.assert_allclose(y.reshape(-1, 30), rows @ layer.params["W"] + layer.params["b"], atol=1e-12)
     np.testing.assert_allclose(grads["W"], rows.T @ dy.reshape(-1, 30), atol=1e-12)
     np.testing.assert_allclose(dh, (dy.reshape(-1, 30) @ layer.params["W"].T).reshape(h.shape), atol=1e-12)
+    served.clear()
+    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 2)  # oneMKL runs on one: more threads, NumPy's
+    np.testing.assert_allclose(kernel_blas.readout_matmul(rows, layer.params["W"]), rows @ layer.params["W"])
+    assert served == []
     served.clear()
     strided, stacked = rows[::2], rng.standard_normal((2, 3, 20))
     for a, b in ((strided, layer.params["W"]), (stacked, layer.params["W"]),
@@ -255,3 +260,20 @@ def test_the_kernels_checks_pass_with_onemkl_serving_every_product(tmp_path):
                               "-k", selected], env=env, capture_output=True, text=True, cwd=ROOT)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
         assert "[100%]" in run.stdout and "F" not in run.stdout.split("[100%]")[0]
+
+
+@needs_mkl
+def test_onemkl_runs_on_the_calling_thread_whatever_numpys_blas_is_granted():
+    """oneMKL's layer is the sequential one, so its threads never spin against OpenBLAS's; the readout asks NumPy's
+    BLAS for its thread count through the function ``numpy_blas_threads`` calls, which follows ``blas_threads``."""
+    from threadpoolctl import threadpool_info
+
+    from rnnlab.cells import kernel_blas
+    from rnnlab.engines.threads import available_threads, blas_threads
+
+    blas_provider.mkl_library()
+    onemkl = [lib for lib in threadpool_info() if lib["internal_api"] == "mkl" and "libmkl_rt" in lib["filepath"]]
+    assert onemkl and all(lib["threading_layer"] == "sequential" for lib in onemkl)
+    for n in range(1, available_threads() + 1):
+        with blas_threads(n):
+            assert kernel_blas.numpy_blas_threads() == (n if kernel_blas._THREADS else 1)

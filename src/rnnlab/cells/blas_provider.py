@@ -65,6 +65,7 @@ TIMED_READOUT = ((400, 200, 10000), (5100, 50, 2000))
 REPEATS = 5                 # interleaved rounds; each round times every recurrence on both providers
 ROUND_SECONDS = 0.01        # per recurrence and provider in a round: steps enough to fill it
 MKL_CBWR_AUTO, MKL_CBWR_STRICT = 2, 0x10000
+MKL_THREADING_SEQUENTIAL = 1
 CACHE_FILE = "blas.json"
 _SIGNATURE = types.void(types.int32, types.int32, types.int32, types.int64, types.int64, types.int64, types.float32,
                         types.uintp, types.int64, types.uintp, types.int64, types.float32, types.uintp, types.int64)
@@ -105,8 +106,14 @@ def requested_mode() -> str:
 
 
 def mkl_library() -> tuple[ctypes.CDLL, str] | None:
-    """oneMKL's single dynamic library from the ``mkl`` package, set to strict reproducibility, and its
-    version; None where the package is not installed."""
+    """oneMKL's single dynamic library from the ``mkl`` package, set to its sequential layer (each product on the
+    calling thread) and to strict reproducibility, and its version; None where the package is not installed.
+
+    Sequential because two thread pools fought: with oneMKL's OpenMP threads following NumPy's count, at 2 threads
+    (Intel Xeon, 2 cores) they spun between products while OpenBLAS's threads ran the products over all T·B rows,
+    and a training step took 1.4–2× OpenBLAS's alone (the LSTM at (35, 20, 200, 200) 20.5 against 14.8 ms, the
+    RNN at (100, 64, 88, 256) 95 against 47 ms, PTB's model 114 against 81 ms); with oneMKL sequential 12.7, 42 and
+    79 ms."""
     try:
         files = metadata.files("mkl") or []
         version = metadata.version("mkl")
@@ -117,6 +124,7 @@ def mkl_library() -> tuple[ctypes.CDLL, str] | None:
     if not paths:
         return None
     lib = ctypes.CDLL(str(min(paths, key=lambda p: len(p.name))))
+    lib.MKL_Set_Threading_Layer(ctypes.c_int(MKL_THREADING_SEQUENTIAL))     # first: oneMKL fixes it at its first call
     lib.MKL_CBWR_Set(ctypes.c_int(MKL_CBWR_AUTO | MKL_CBWR_STRICT))    # the C name; mkl_cbwr_set takes a pointer
     return lib, version
 

@@ -62,7 +62,6 @@ ROW_MAJOR, NO_TRANS = 101, 111
 SMALL_PRODUCT = 1_000_000          # OpenBLAS's bound on M·N·K for its small-matrix sgemm kernels
 SMALL_KERNEL_FAMILIES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # the families that have them
 _NUMPY_DIR = Path(np.__file__).resolve().parent
-_MKL_SERVES = False        # whether oneMKL runs a class of products (its threads then follow NumPy's)
 
 
 def blas_libraries() -> tuple[list, list]:
@@ -75,9 +74,6 @@ def blas_libraries() -> tuple[list, list]:
         (ours if in_numpy else others).append(lib)
     if not ours:  # one shared BLAS (e.g. a conda environment): it is NumPy's
         ours, others = others, []
-    if _MKL_SERVES:
-        ours += [lib for lib in others if lib.internal_api == "mkl"]
-        others = [lib for lib in others if lib.internal_api != "mkl"]
     return ours, others
 
 
@@ -120,18 +116,24 @@ def _never_split() -> int:
     return never.address
 
 
-def _split_threads_address() -> int:
-    """The C function the kernels ask before splitting a product: NumPy's OpenBLAS thread count where
-    its kernel family has small-matrix kernels, else one that answers 0 (never split)."""
+def _openblas_threads_address(families: tuple[str, ...] | None = None) -> int | None:
+    """The address of NumPy's OpenBLAS thread-count function (only where its kernel family is one of
+    ``families``, when given); None where there is none."""
     ours, _ = blas_libraries()
     for lib in ours:
-        if lib.internal_api != "openblas" or getattr(lib, "architecture", None) not in SMALL_KERNEL_FAMILIES:
+        if lib.internal_api != "openblas" or (families and getattr(lib, "architecture", None) not in families):
             continue
         handle = ctypes.CDLL(lib.filepath)
         for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads"):
             if hasattr(handle, name):
                 return ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
-    return _never_split()
+    return None
+
+
+def _split_threads_address() -> int:
+    """The C function the kernels ask before splitting a product: NumPy's OpenBLAS thread count where
+    its kernel family has small-matrix kernels, else one that answers 0 (never split)."""
+    return _openblas_threads_address(SMALL_KERNEL_FAMILIES) or _never_split()
 
 
 def _openblas_version() -> str:
@@ -182,6 +184,8 @@ _SGEMM_SMALL, _SGEMM_LARGE, _DGEMM_SMALL, _DGEMM_LARGE = (
     types.ExternalFunction(f"rnnlab_cblas_{kind}gemm_{size}", _gemm_signature(real, types.uintp))
     for kind, real in (("s", types.float32), ("d", types.float64)) for size in KERNEL_CLASSES)
 _SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
+_THREADS = _openblas_threads_address()
+numpy_blas_threads = ctypes.CFUNCTYPE(ctypes.c_int32)(_THREADS) if _THREADS else (lambda: 1)
 _READOUT_GEMM = ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d) for kind, d in (("s", np.float32), ("d", np.float64))}
                  if CHOICE.providers["readout"] == "mkl" else {})
 
@@ -189,10 +193,15 @@ _READOUT_GEMM = ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d) for kind, d in 
 def readout_matmul(a, b):
     """a @ b for the readout's products over all T·B rows (``layers.linear`` and its adjoint), by the provider
     chosen for them: NumPy's ``@`` (OpenBLAS: the same call and bits as before), or oneMKL's ``cblas_?gemm`` for
-    2-d NumPy float arrays of one dtype, each C-contiguous or a transposed one. Anything else (JAX arrays, other
-    layouts) is ``a @ b``."""
+    2-d NumPy float arrays of one dtype, each C-contiguous or a transposed one, while NumPy's BLAS runs on one
+    thread. Anything else (JAX arrays, other layouts, NumPy's BLAS on more threads) is ``a @ b``.
+
+    On more threads, because oneMKL runs on one (``blas_provider.mkl_library``) and the choice was timed on one:
+    at 2 threads (Intel Xeon) PTB's readout products took 46 ms in OpenBLAS against 51 in sequential oneMKL, the
+    NLU model's 50 against 63."""
     gemm = _READOUT_GEMM.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
-    if gemm is None or not (isinstance(b, np.ndarray) and b.dtype == a.dtype and is_operand(a) and is_operand(b)):
+    if gemm is None or numpy_blas_threads() > 1 or not (isinstance(b, np.ndarray) and b.dtype == a.dtype
+                                                         and is_operand(a) and is_operand(b)):
         return a @ b
     return blas_matmul(gemm, a, b)
 
