@@ -44,11 +44,11 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from rnnlab.cells.kernel_blas import blas_description  # noqa: E402
-from rnnlab.engines.threads import blas_threads, cpu_cores  # noqa: E402
+from rnnlab.engines.threads import blas_threads  # noqa: E402
 from rnnlab.experiments.settings import build, train_config  # noqa: E402
 from rnnlab.experiments.studies import EXPERIMENTS  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
-from rnnlab.machine import processor_name  # noqa: E402
+from rnnlab.machine import cpu_cores, processor_name  # noqa: E402
 from rnnlab.optim import make_optimizer  # noqa: E402
 from rnnlab.train import train_step, training_threads  # noqa: E402
 

@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 from rnnlab.engines import threads
-from rnnlab.engines.threads import MIN_SPLIT, blas_threads, choose_threads, cpu_cores
+from rnnlab.engines.threads import MIN_SPLIT, blas_threads, choose_threads
+from rnnlab.machine import cpu_cores
 
 SIZES = [("lstm", (35, 5, 50, 50)), ("lstm", (35, 20, 200, 200)), ("lstm", (100, 64, 88, 256)),
          ("gru", (100, 64, 88, 256)), ("lstm", (35, 100, 256, 512))]

@@ -55,7 +55,8 @@ def test_a_fixed_mode_or_a_missing_onemkl_times_nothing(monkeypatch):
     choose = blas_provider.choose
     monkeypatch.setenv("RNNLAB_BLAS", "auto")
     alone = choose(OPENBLAS, {}, {"openblas": VERSIONS["openblas"]}, lambda m, n, k: 0)
-    assert alone.providers == dict.fromkeys(("small", "large", "readout"), "openblas")
+    assert alone.providers == dict.fromkeys(("small", "large", "readout", "small threaded", "large threaded",
+                                             "readout threaded"), "openblas")
     assert "oneMKL not installed" in alone.describe()
     monkeypatch.setenv("RNNLAB_BLAS", "openblas")
     assert set(choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0).providers.values()) == {"openblas"}
@@ -73,16 +74,21 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path))
     timed = []
 
-    def timings(sgemm, blocks):
+    def timings(sgemm, blocks, threads):
         timed.append(sgemm)
         return {"small": {"openblas": 1.0, "mkl": 2.0}, "large": {"openblas": 2.0, "mkl": 1.5},
-                "readout": {"openblas": 3.0, "mkl": 3.5}}
+                "readout": {"openblas": 3.0, "mkl": 3.5}, "small threaded": {"openblas": 1.0, "mkl": 2.0},
+                "large threaded": {"openblas": 2.0, "mkl": 1.5}, "readout threaded": {"openblas": 2.0, "mkl": 3.5}}
 
     monkeypatch.setattr(blas_provider, "time_providers", timings)
     first = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
-    assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas"}
+    assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas", "small threaded": "openblas",
+                               "large threaded": "mkl", "readout threaded": "openblas"}
     assert timed == [{"openblas": 1, "mkl": 3}]
-    assert "timed here on" in first.describe()
+    assert "timed here on" in first.describe() and "on more threads" not in first.describe()   # the same choice
+    monkeypatch.setitem(first.providers, "large threaded", "openblas")
+    assert "; on more threads small in openblas, large in openblas, readout in openblas" in first.describe()
+    monkeypatch.setitem(first.providers, "large threaded", "mkl")
     kept = json.loads((tmp_path / "blas.json").read_text())
     assert len(kept) == 1 and next(iter(kept.values()))["timings"] == first.timings
     again = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
@@ -94,18 +100,20 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 3 and len(json.loads((tmp_path / "blas.json").read_text())) == 1   # rewritten whole
 
-    close = {"small": {"openblas": 1.0, "mkl": 1.0}, "large": {"openblas": 0.99, "mkl": 1.0},
-             "readout": {"openblas": 2.0, "mkl": 2.0}}
+    close = {c: {"openblas": 1.0, "mkl": 1.0} for c in blas_provider.CLASSES}
+    close["large"] = {"openblas": 0.99, "mkl": 1.0}
     assert set(blas_provider.faster(close).values()) == {"openblas"}                   # a tie keeps OpenBLAS
     assert blas_provider.faster({**close, "large": {"openblas": 1.01, "mkl": 1.0}})["large"] == "mkl"
     (tmp_path / "blas.json").write_text(json.dumps({next(iter(kept)): {"providers": {}, "measured": "x"}}))
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 4                                   # an entry without every timing is measured again
-    older = {key: {**entry, "timings": {c: entry["timings"][c] for c in ("small", "large")}}
-             for key, entry in json.loads((tmp_path / "blas.json").read_text()).items()}
-    (tmp_path / "blas.json").write_text(json.dumps(older))
-    blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
-    assert len(timed) == 5                                   # timings from before the readout class: again
+    for before in (("small", "large"), ("small", "large", "readout")):   # the readout class, the threaded ones
+        older = {key: {**entry, "timings": {c: entry["timings"][c] for c in before}}
+                 for key, entry in json.loads((tmp_path / "blas.json").read_text()).items()}
+        (tmp_path / "blas.json").write_text(json.dumps(older))
+        timed_before = len(timed)
+        blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
+        assert len(timed) == timed_before + 1                # timings from before a class existed: again
 
 
 def _addresses() -> dict[str, int]:
@@ -145,7 +153,13 @@ def test_both_providers_multiply_as_numpy_whole_and_in_the_kernels_blocks(m, k, 
 def test_the_timing_measures_both_providers_on_every_class(monkeypatch):
     monkeypatch.setattr(blas_provider, "REPEATS", 2)
     monkeypatch.setattr(blas_provider, "ROUND_SECONDS", 1e-4)
-    timings = blas_provider.time_providers(_addresses(), lambda m, n, k: 0)
+    rounds = []
+    real = blas_provider._timed_rounds
+    monkeypatch.setattr(blas_provider, "_timed_rounds", lambda *a: rounds.append(a[3]) or real(*a))
+    once = blas_provider.time_providers(_addresses(), lambda m, n, k: 0, threads=1)
+    assert rounds == [1] and all(once[c + blas_provider.THREADED] == once[c] for c in blas_provider.PRODUCT_CLASSES)
+    timings = blas_provider.time_providers(_addresses(), lambda m, n, k: 0, threads=2)
+    assert rounds == [1, 1, 2]                               # the threaded classes timed on their own threads
     assert set(timings) == set(blas_provider.CLASSES)
     assert all(set(by) == {"openblas", "mkl"} and min(by.values()) > 0 for by in timings.values())
     assert all(timings["large"][p] > timings["small"][p] for p in ("openblas", "mkl"))   # ~10× the work a step
@@ -191,7 +205,7 @@ def test_the_readout_products_are_numpys_own_where_openblas_serves_them():
 
     if kernel_blas.CHOICE.providers["readout"] != "openblas":
         pytest.skip(f"oneMKL serves the readout here ({kernel_blas.CHOICE.describe()})")
-    assert not kernel_blas._READOUT_GEMM
+    assert not any(kernel_blas._READOUT_GEMM.values())
     rng = np.random.default_rng(3)
     for dtype in (np.float32, np.float64):
         h, w = rng.standard_normal((70, 20)).astype(dtype), rng.standard_normal((20, 300)).astype(dtype)
@@ -206,10 +220,11 @@ def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(m
 
     lib, _ = blas_provider.mkl_library()
     addresses = blas_provider.mkl_gemm(lib)
-    monkeypatch.setattr(kernel_blas, "_READOUT_GEMM", {
+    monkeypatch.setattr(kernel_blas, "_READOUT_GEMM", {False: {
         np.dtype(d): blas_provider.gemm_function(addresses[kind], d) for kind, d in (("s", np.float32),
-                                                                                        ("d", np.float64))})
-    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 1)   # as at 1 thread, where oneMKL was timed
+                                                                                        ("d", np.float64))},
+        True: {}})                                       # oneMKL serves the readout at one thread, not on more
+    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 1)
     served = []
     real = kernel_blas.blas_matmul
     monkeypatch.setattr(kernel_blas, "blas_matmul", lambda gemm, a, b: served.append(a.shape) or real(gemm, a, b))
@@ -224,7 +239,7 @@ def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(m
     np.testing.assert_allclose(grads["W"], rows.T @ dy.reshape(-1, 30), atol=1e-12)
     np.testing.assert_allclose(dh, (dy.reshape(-1, 30) @ layer.params["W"].T).reshape(h.shape), atol=1e-12)
     served.clear()
-    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 2)  # oneMKL runs on one: more threads, NumPy's
+    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 2)
     np.testing.assert_allclose(kernel_blas.readout_matmul(rows, layer.params["W"]), rows @ layer.params["W"])
     assert served == []
     served.clear()
@@ -277,3 +292,53 @@ def test_onemkl_runs_on_the_calling_thread_whatever_numpys_blas_is_granted():
     for n in range(1, available_threads() + 1):
         with blas_threads(n):
             assert kernel_blas.numpy_blas_threads() == (n if kernel_blas._THREADS else 1)
+
+
+@pytest.mark.slow
+@needs_mkl
+def test_the_kernels_call_the_provider_chosen_for_the_thread_count_of_numpys_blas(tmp_path):
+    """With kept timings that give every class to OpenBLAS at one thread and to oneMKL on more, the kernels'
+    products are NumPy's OpenBLAS's at one thread and oneMKL's, bit for bit, on two."""
+    from rnnlab.cells import kernel_blas
+    from rnnlab.machine import cpu_cores
+
+    if cpu_cores() < 2:
+        pytest.skip("one core: NumPy's BLAS never runs on more than one thread here")
+    if not kernel_blas._ADDRESSES:
+        pytest.skip("NumPy's BLAS is not an ILP64 OpenBLAS: no OpenBLAS provider to compare")
+    versions = {"openblas": kernel_blas._openblas_version(), "mkl": metadata.version("mkl")}
+    one_thread, threaded = {"openblas": 1.0, "mkl": 2.0}, {"openblas": 2.0, "mkl": 1.0}
+    timings = {c: one_thread if c in blas_provider.PRODUCT_CLASSES else threaded for c in blas_provider.CLASSES}
+    (tmp_path / "blas.json").write_text(json.dumps({blas_provider.cache_key(versions): {
+        "timings": timings, "measured": "2026-11-28"}}))
+    script = """
+import numpy as np
+from numba import njit
+from rnnlab.cells import blas_provider, kernel_blas as k
+from rnnlab.engines.threads import blas_threads
+assert k.CHOICE.mode == "auto" and k.CHOICE.timings, k.CHOICE
+product = njit(lambda a, b, out: k.kernel_matmul(a, b, out))
+mkl = {d: blas_provider.gemm_function(k._MKL_GEMM[c], d) for c, d in (("s", np.float32), ("d", np.float64))}
+rng = np.random.default_rng(0)
+differs = []
+for dtype in (np.float32, np.float64):
+    for m, kk, n in ((5, 50, 200), (20, 200, 800)):       # a small and a large product
+        a, b = rng.standard_normal((m, kk)).astype(dtype), rng.standard_normal((kk, n)).astype(dtype)
+        out = np.empty((m, n), dtype)
+        with blas_threads(2):
+            product(a, b, out)
+            assert np.array_equal(out, blas_provider.blas_matmul(mkl[dtype], a, b)), (dtype, m)
+            differs.append(not np.array_equal(out, a @ b))
+        with blas_threads(1):
+            product(a, b, out)
+            if m * n * kk <= k.SMALL_PRODUCT or dtype == np.float64:   # float32 large ones split at one thread
+                assert np.array_equal(out, a @ b), (dtype, m)
+print(k.blas_description())
+print("providers differ:", sum(differs), "of", len(differs))
+"""
+    env = {**os.environ, "RNNLAB_BLAS": "auto", "RNNLAB_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "providers differ: 0 of" not in run.stdout, "both providers gave the same bits: the test tells nothing"
+    assert ("small products in openblas, large products in openblas, readout products in openblas; on more threads "
+            "small in mkl, large in mkl, readout in mkl (timed here on 2026-11-28)") in run.stdout

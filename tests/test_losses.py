@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rnnlab.engines.threads import cpu_cores
 from rnnlab.gradcheck import gradcheck
 from rnnlab.losses import (
     sigmoid_binary_cross_entropy_terms,
@@ -17,6 +16,7 @@ from rnnlab.losses import (
     softmax_cross_entropy_fused,
     softmax_cross_entropy_terms,
 )
+from rnnlab.machine import cpu_cores
 
 
 def _case(seed: int, positions: tuple[int, ...], classes: int, masked: bool, dtype=np.float64):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnnlab.common import RowGradient
-from rnnlab.engines.threads import cpu_cores
+from rnnlab.machine import cpu_cores
 from rnnlab.optim import (
     SGD,
     Adagrad,

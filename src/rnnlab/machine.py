@@ -1,5 +1,6 @@
 """Facts about the machine rnnlab runs on, each in one place: the processor's name (quoted beside every
-speed and compute figure) and rnnlab's cache folder (downloaded data, per-machine measurements)."""
+speed and compute figure), the cores this process may use, and rnnlab's cache folder (downloaded data,
+per-machine measurements)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def processor_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def cache_dir() -> Path:

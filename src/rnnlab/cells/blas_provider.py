@@ -48,12 +48,14 @@ from threadpoolctl import threadpool_limits
 
 from rnnlab.compile import inline, kernel
 from rnnlab.files import atomic_write
-from rnnlab.machine import cache_dir, processor_name
+from rnnlab.machine import cache_dir, cpu_cores, processor_name
 
 ENV = "RNNLAB_BLAS"
 MODES = ("auto", "openblas", "mkl")
 KERNEL_CLASSES = ("small", "large")         # the Numba kernels' per-step products
-CLASSES = (*KERNEL_CLASSES, "readout")      # and the readout's products over all T·B rows (``readout_matmul``)
+PRODUCT_CLASSES = (*KERNEL_CLASSES, "readout")   # and the readout's products over all T·B rows (``readout_matmul``)
+THREADED = " threaded"      # a class's name with this: its products while NumPy's BLAS runs on more than one thread
+CLASSES = (*PRODUCT_CLASSES, *(c + THREADED for c in PRODUCT_CLASSES))
 # (batch m, hidden H, gates g) per class: recurrences of the study models and the cell benchmark, whose forward
 # (m×H)·(H×gH) and backward (m×gH)·(gH×H) products both fall in the class
 TIMED = {"small": ((5, 50, 4), (20, 50, 4), (32, 40, 3), (20, 200, 1), (32, 18, 4)),
@@ -83,9 +85,13 @@ class Choice:
     versions: dict[str, str]
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
     measured: str = ""
+    threads: int = 1            # the thread count of NumPy's BLAS at which the threaded classes were timed
 
     def describe(self) -> str:
-        classes = ", ".join(f"{c} products in {p}" for c, p in self.providers.items())
+        classes = ", ".join(f"{c} products in {self.providers[c]}" for c in PRODUCT_CLASSES)
+        threaded = {c: self.providers[c + THREADED] for c in PRODUCT_CLASSES}
+        if threaded != {c: self.providers[c] for c in PRODUCT_CLASSES}:
+            classes += "; on more threads " + ", ".join(f"{c} in {p}" for c, p in threaded.items())
         how = {"auto": "timed here" + (f" on {self.measured}" if self.measured else ""),
                "openblas": f"{ENV}=openblas", "mkl": f"{ENV}=mkl"}[self.mode]
         if self.mode == "auto" and "mkl" not in self.versions:
@@ -94,7 +100,8 @@ class Choice:
 
     def record(self) -> dict[str, Any]:
         """What a run stores: the provider per class, the mode and the libraries' versions."""
-        return {"providers": dict(self.providers), "mode": self.mode, "versions": dict(self.versions)}
+        return {"providers": dict(self.providers), "mode": self.mode, "versions": dict(self.versions),
+                **({"threads": self.threads} if self.mode == "auto" and self.timings else {})}
 
 
 def requested_mode() -> str:
@@ -137,24 +144,32 @@ def mkl_gemm(lib: ctypes.CDLL) -> dict[str, int]:
 def choose(openblas: dict[str, int], mkl: dict[str, int], versions: dict[str, str],
            openblas_blocks: Callable[[int, int, int], int]) -> Choice:
     """Each class's provider under ``$RNNLAB_BLAS``: fixed, or (auto, both present) the cached or measured
-    faster one. ``openblas_blocks(m, n, k)`` is the width the kernels split an OpenBLAS product into (0:
-    whole), so that OpenBLAS is timed as the kernels call it."""
+    faster one, at one thread and (the threaded classes) at every core. ``openblas_blocks(m, n, k)`` is the width
+    the kernels split an OpenBLAS product into at one thread (0: whole), so that OpenBLAS is timed as the kernels
+    call it."""
     mode = requested_mode()
     if mode == "mkl" and not mkl:
         raise ValueError(f"{ENV}=mkl: the mkl package is not installed (pip install 'rnnlab[mkl]')")
     if mode != "auto" or not mkl or not openblas:
         provider = "mkl" if mode == "mkl" else "openblas"
         return Choice(mode, dict.fromkeys(CLASSES, provider), versions)
-    key = f"{processor_name()} | " + " | ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+    threads = cpu_cores()
+    key = cache_key(versions)
     path = cache_dir() / CACHE_FILE
     known = _read_cache(path)
     if key in known:
         timings, measured = known[key]["timings"], known[key]["measured"]
     else:
-        timings = time_providers({"openblas": openblas["s"], "mkl": mkl["s"]}, openblas_blocks)
+        timings = time_providers({"openblas": openblas["s"], "mkl": mkl["s"]}, openblas_blocks, threads)
         measured = date.today().isoformat()
         _write_cache(path, key, {"timings": timings, "measured": measured})
-    return Choice("auto", faster(timings), versions, timings, measured)
+    return Choice("auto", faster(timings), versions, timings, measured, threads)
+
+
+def cache_key(versions: dict[str, str]) -> str:
+    """What the kept timings hold for: this processor, its cores (the threaded classes' thread count) and both
+    libraries' versions."""
+    return f"{processor_name()} | {cpu_cores()} cores | " + " | ".join(f"{k} {v}" for k, v in sorted(versions.items()))
 
 
 def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
@@ -162,54 +177,66 @@ def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
     return {c: "mkl" if timings[c]["mkl"] < timings[c]["openblas"] else "openblas" for c in CLASSES}
 
 
-def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int]) -> dict:
+def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int], threads: int = 1) -> dict:
     """Seconds per class and provider: the median over ``REPEATS`` interleaved rounds of the per-step time
-    summed over the class's recurrences (``TIMED``) or readouts (``TIMED_READOUT``), float32, one thread (CPU time
-    of this thread). OpenBLAS's products are split as the kernels split them (``openblas_blocks``); its readout
+    summed over the class's recurrences (``TIMED``) or readouts (``TIMED_READOUT``), float32. The classes at one
+    thread in CPU time of this thread, OpenBLAS's products split as the kernels split them there
+    (``openblas_blocks``); the threaded classes with NumPy's BLAS on ``threads`` threads, in wall time, whole (oneMKL
+    runs on the calling thread either way); with ``threads`` 1 they are the one-thread timings. OpenBLAS's readout
     products are NumPy's ``@``, as ``readout_matmul`` runs them."""
     register_timed(sgemm)
     providers = list(sgemm)
     rng = np.random.default_rng(0)
-    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in providers} for c in CLASSES}
-    with threadpool_limits(1):
-        cases = []
-        for c in KERNEL_CLASSES:
-            for m, H, g in TIMED[c]:
-                w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
-                steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
-                widths = {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
-                          else (0, 0) for p in providers}
-                cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps, widths))
-        readouts = [(rng.standard_normal((rows, H)).astype(np.float32),
-                     (rng.standard_normal((H, V)) * 0.05).astype(np.float32)) for rows, H, V in TIMED_READOUT]
-        readout_gemm = {p: None if p == "openblas" else gemm_function(sgemm[p], np.float32) for p in providers}
+    cases = []
+    for c in KERNEL_CLASSES:
+        for m, H, g in TIMED[c]:
+            w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
+            steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
+            cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps))
+    readouts = [(rng.standard_normal((rows, H)).astype(np.float32),
+                 (rng.standard_normal((H, V)) * 0.05).astype(np.float32)) for rows, H, V in TIMED_READOUT]
+    readout_gemm = {p: None if p == "openblas" else gemm_function(sgemm[p], np.float32) for p in providers}
+    one = _timed_rounds(cases, readouts, readout_gemm, 1, openblas_blocks, time.thread_time)
+    many = one if threads == 1 else _timed_rounds(cases, readouts, readout_gemm, threads, lambda m, n, k: 0,
+                                                  time.perf_counter)
+    return {**one, **{c + THREADED: by for c, by in many.items()}}
+
+
+def _timed_rounds(cases: list, readouts: list, readout_gemm: dict[str, Callable | None], threads: int,
+                  openblas_blocks: Callable[[int, int, int], int], clock: Callable[[], float]) -> dict:
+    """``time_providers``'s rounds at one thread count: seconds per class of ``PRODUCT_CLASSES`` and provider."""
+    providers = list(readout_gemm)
+    rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in providers} for c in PRODUCT_CLASSES}
+    with threadpool_limits(threads):
+        widths = {(m, H, g): {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
+                              else (0, 0) for p in providers} for _, m, H, g, *_ in cases}
         for p in providers:      # compiled before the clock starts
-            _, m, H, g, w, wt, _, widths = cases[0]
-            _recurrence(*_buffers(m, H, g), w, wt, 1, *widths[p], p == "mkl")
+            _, m, H, g, w, wt, _ = cases[0]
+            _recurrence(*_buffers(m, H, g), w, wt, 1, *widths[m, H, g][p], p == "mkl")
         for _ in range(REPEATS):
-            spent = {(c, p): 0.0 for c in CLASSES for p in providers}
-            for c, m, H, g, w, wt, steps, widths in cases:
+            spent = {(c, p): 0.0 for c in PRODUCT_CLASSES for p in providers}
+            for c, m, H, g, w, wt, steps in cases:
                 for p in providers:
                     buffers = _buffers(m, H, g)
-                    started = time.thread_time()
-                    _recurrence(*buffers, w, wt, steps, *widths[p], p == "mkl")
-                    spent[c, p] += (time.thread_time() - started) / steps
+                    started = clock()
+                    _recurrence(*buffers, w, wt, steps, *widths[m, H, g][p], p == "mkl")
+                    spent[c, p] += (clock() - started) / steps
             for h, w in readouts:
                 for p in providers:
-                    spent["readout", p] += _readout_step(readout_gemm[p], h, w)
+                    spent["readout", p] += _readout_step(readout_gemm[p], h, w, clock)
             for (c, p), seconds in spent.items():
                 rounds[c][p].append(seconds)
     return {c: {p: statistics.median(v) for p, v in by.items()} for c, by in rounds.items()}
 
 
-def _readout_step(gemm: Callable | None, h: np.ndarray, w: np.ndarray) -> float:
-    """CPU seconds of one readout's three products as a model's step runs them: y = h·W, a pass over y (the
-    loss's), dW = hᵀ·dy and dh = dy·Wᵀ, through ``gemm`` (None: NumPy's ``@``, OpenBLAS)."""
+def _readout_step(gemm: Callable | None, h: np.ndarray, w: np.ndarray, clock: Callable[[], float]) -> float:
+    """Seconds (by ``clock``) of one readout's three products as a model's step runs them: y = h·W, a pass over y
+    (the loss's), dW = hᵀ·dy and dh = dy·Wᵀ, through ``gemm`` (None: NumPy's ``@``, OpenBLAS)."""
     multiply = (lambda a, b: a @ b) if gemm is None else (lambda a, b: blas_matmul(gemm, a, b))
-    started = time.thread_time()
+    started = clock()
     dy = np.exp(multiply(h, w))
     multiply(h.T, dy), multiply(dy, w.T)
-    return time.thread_time() - started
+    return clock() - started
 
 
 def gemm_function(address: int, dtype: Any) -> Callable:
@@ -261,16 +288,23 @@ def _buffers(m: int, H: int, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 @kernel
 def _recurrence(h, a, dh, w, wt, steps, forward_width, backward_width, use_mkl):   # pragma: no cover - compiled
-    """A recurrence over one provider's sgemm (oneMKL's with ``use_mkl``): each step a forward product, a pass
-    that writes the next input from it, the backward product, and a pass over its result, as the kernels' loops
-    run them."""
+    """A recurrence over one provider's sgemm (oneMKL's with ``use_mkl``), as the kernels' loops run one: each step
+    a forward product, a pass over all of its g·H columns (the gates) that writes the next input, a pass over them
+    again (the gates' adjoints), the backward product, and a pass over its result. The passes span what the
+    kernels' do: with shorter ones (H columns), OpenBLAS's second thread stayed awake between products and its
+    large products timed 1.4× faster than oneMKL's at 2 threads, while in the kernels they ran slower."""
     m, k = h.shape
     n = w.shape[1]
     for _ in range(steps):
         _timed_product(use_mkl, m, k, n, h.ctypes.data, w.ctypes.data, a.ctypes.data, forward_width)
         for i in range(m):
+            for j in range(n):
+                a[i, j] = np.tanh(a[i, j] * np.float32(0.05))
             for j in range(k):
-                h[i, j] = np.tanh(a[i, j] * np.float32(0.05))
+                h[i, j] = a[i, j] * a[i, n - 1 - j]
+        for i in range(m):
+            for j in range(n):
+                a[i, j] = a[i, j] * (np.float32(1.0) - a[i, j] * a[i, j])
         _timed_product(use_mkl, m, n, k, a.ctypes.data, wt.ctypes.data, dh.ctypes.data, backward_width)
         for i in range(m):
             for j in range(k):

@@ -11,10 +11,11 @@ with that interface, else a compiled ``np.dot`` with the same signature (SciPy's
 Kernels cached on disk name the symbols, not an address, so they link in every process.
 
 Each product goes to one of two symbols by its size, ``rnnlab_cblas_?gemm_small`` (at most
-``SMALL_PRODUCT`` multiply-adds) and ``rnnlab_cblas_?gemm_large``, and each class to the provider
-``blas_provider`` chose for it on this machine: NumPy's OpenBLAS, or oneMKL where the ``mkl`` package is
-installed and measured faster (``RNNLAB_BLAS`` overrides it). Without oneMKL both symbols are the OpenBLAS
-function above, and every product is the same call as before.
+``SMALL_PRODUCT`` multiply-adds) and ``rnnlab_cblas_?gemm_large`` (each with a ``_threaded`` twin, called
+while NumPy's BLAS runs on more than one thread, as ``rnnlab_blas_threads`` answers), and each class to the
+provider ``blas_provider`` chose for it on this machine at that thread count: NumPy's OpenBLAS, or oneMKL where
+the ``mkl`` package is installed and measured faster (``RNNLAB_BLAS`` overrides it). Without oneMKL every
+symbol is the OpenBLAS function above, and every product is the same call as before.
 
 One BLAS then runs both the kernels' per-step products and the big products over all T·B rows, on
 the threads the thread rule grants: with one pool instead of two, the per-step products gain from a
@@ -47,6 +48,7 @@ from threadpoolctl import ThreadpoolController
 
 from rnnlab.cells.blas_provider import (
     KERNEL_CLASSES,
+    THREADED,
     blas_matmul,
     choose,
     gemm_function,
@@ -116,6 +118,14 @@ def _never_split() -> int:
     return never.address
 
 
+def _one_thread() -> int:
+    """The address of a C function that answers 1: NumPy's BLAS thread count where it cannot be asked."""
+    @cfunc(types.int32(), cache=True)
+    def one():   # pragma: no cover - compiled
+        return 1
+    return one.address
+
+
 def _openblas_threads_address(families: tuple[str, ...] | None = None) -> int | None:
     """The address of NumPy's OpenBLAS thread-count function (only where its kernel family is one of
     ``families``, when given); None where there is none."""
@@ -173,35 +183,41 @@ CHOICE = choose(_ADDRESSES, _MKL_GEMM, {**({"openblas": _openblas_version()} if 
                                         **({"mkl": _MKL[1]} if _MKL else {})},
                 lambda m, n, k: _small_block_width(m, n, k) if _SPLITS else 0)
 _MKL_SERVES = "mkl" in CHOICE.providers.values()
+# each class's product under two names: one the kernels call while NumPy's BLAS runs on one thread, one (``_threaded``)
+# while it runs on more; each served by the provider chosen for it (the same calls where oneMKL serves neither)
 for _kind, _dtype, _real in (("s", np.float32, types.float32), ("d", np.float64, types.float64)):
     for _class in KERNEL_CLASSES:
-        _served = _MKL_GEMM if CHOICE.providers[_class] == "mkl" else _ADDRESSES
-        llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm_{_class}", _served.get(_kind) or _fallback(_dtype, _real))
+        for _suffix, _chosen in (("", _class), ("_threaded", _class + THREADED)):
+            _served = _MKL_GEMM if CHOICE.providers[_chosen] == "mkl" else _ADDRESSES
+            llvm.add_symbol(f"rnnlab_cblas_{_kind}gemm_{_class}{_suffix}",
+                            _served.get(_kind) or _fallback(_dtype, _real))
 _SPLIT_ADDRESS = (_split_threads_address() if _ADDRESSES and CHOICE.providers["large"] == "openblas"
                   else _never_split())
 llvm.add_symbol("rnnlab_split_threads", _SPLIT_ADDRESS)
-_SGEMM_SMALL, _SGEMM_LARGE, _DGEMM_SMALL, _DGEMM_LARGE = (
-    types.ExternalFunction(f"rnnlab_cblas_{kind}gemm_{size}", _gemm_signature(real, types.uintp))
-    for kind, real in (("s", types.float32), ("d", types.float64)) for size in KERNEL_CLASSES)
-_SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
 _THREADS = _openblas_threads_address()
+llvm.add_symbol("rnnlab_blas_threads", _THREADS or _one_thread())
+(_SGEMM_SMALL, _SGEMM_SMALL_THREADED, _SGEMM_LARGE, _SGEMM_LARGE_THREADED, _DGEMM_SMALL, _DGEMM_SMALL_THREADED,
+ _DGEMM_LARGE, _DGEMM_LARGE_THREADED) = (
+    types.ExternalFunction(f"rnnlab_cblas_{kind}gemm_{size}{suffix}", _gemm_signature(real, types.uintp))
+    for kind, real in (("s", types.float32), ("d", types.float64)) for size in KERNEL_CLASSES
+    for suffix in ("", "_threaded"))
+_SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
+_BLAS_THREADS = types.ExternalFunction("rnnlab_blas_threads", types.int32())
 numpy_blas_threads = ctypes.CFUNCTYPE(ctypes.c_int32)(_THREADS) if _THREADS else (lambda: 1)
-_READOUT_GEMM = ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d) for kind, d in (("s", np.float32), ("d", np.float64))}
-                 if CHOICE.providers["readout"] == "mkl" else {})
+_READOUT_GEMM = {threaded: ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d)
+                             for kind, d in (("s", np.float32), ("d", np.float64))}
+                            if CHOICE.providers["readout" + (THREADED if threaded else "")] == "mkl" else {})
+                 for threaded in (False, True)}
 
 
 def readout_matmul(a, b):
     """a @ b for the readout's products over all T·B rows (``layers.linear`` and its adjoint), by the provider
-    chosen for them: NumPy's ``@`` (OpenBLAS: the same call and bits as before), or oneMKL's ``cblas_?gemm`` for
-    2-d NumPy float arrays of one dtype, each C-contiguous or a transposed one, while NumPy's BLAS runs on one
-    thread. Anything else (JAX arrays, other layouts, NumPy's BLAS on more threads) is ``a @ b``.
-
-    On more threads, because oneMKL runs on one (``blas_provider.mkl_library``) and the choice was timed on one:
-    at 2 threads (Intel Xeon) PTB's readout products took 46 ms in OpenBLAS against 51 in sequential oneMKL, the
-    NLU model's 50 against 63."""
-    gemm = _READOUT_GEMM.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
-    if gemm is None or numpy_blas_threads() > 1 or not (isinstance(b, np.ndarray) and b.dtype == a.dtype
-                                                         and is_operand(a) and is_operand(b)):
+    chosen for them at NumPy's BLAS's thread count now (one, or more: the readout's two classes): NumPy's ``@``
+    (OpenBLAS: the same call and bits as before), or oneMKL's ``cblas_?gemm`` for 2-d NumPy float arrays of one
+    dtype, each C-contiguous or a transposed one. Anything else (JAX arrays, other layouts) is ``a @ b``."""
+    served = _READOUT_GEMM[numpy_blas_threads() > 1]
+    gemm = served.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
+    if gemm is None or not (isinstance(b, np.ndarray) and b.dtype == a.dtype and is_operand(a) and is_operand(b)):
         return a @ b
     return blas_matmul(gemm, a, b)
 
@@ -241,14 +257,22 @@ def block_width_now(m: int, n: int, k: int) -> int:
 
 @kernel
 def _sgemm_in_blocks(m, n, k, a, b, out):
-    """out = a · b for row-major float32 (m×k)·(k×n) at these addresses: a small product in one call of its
-    class's provider, a large one in blocks of ``block_width_now`` along the longer of n and k (one block: one
-    call)."""
+    """out = a · b for row-major float32 (m×k)·(k×n) at these addresses, by the provider of its class at NumPy's
+    BLAS's thread count now: a small product in one call, a large one at one thread in blocks of
+    ``block_width_now`` along the longer of n and k (one block: one call), on more threads in one call."""
     one, zero = np.float32(1.0), np.float32(0.0)
+    threaded = _BLAS_THREADS() > 1
     if m * n * k <= SMALL_PRODUCT:     # leading dimensions ≥ 1 even for empty matrices, as oneMKL requires
-        _SGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a, max(k, 1), b, max(n, 1), zero, out, max(n, 1))
-        return
-    split_product(_SGEMM_LARGE, m, k, n, a, b, out, block_width_now(m, n, k))
+        if threaded:
+            _SGEMM_SMALL_THREADED(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a, max(k, 1), b, max(n, 1), zero, out,
+                                  max(n, 1))
+        else:
+            _SGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a, max(k, 1), b, max(n, 1), zero, out,
+                         max(n, 1))
+    elif threaded:
+        split_product(_SGEMM_LARGE_THREADED, m, k, n, a, b, out, 0)
+    else:
+        split_product(_SGEMM_LARGE, m, k, n, a, b, out, block_width_now(m, n, k))
 
 
 def kernel_matmul(a, b, out):
@@ -272,10 +296,19 @@ def _kernel_matmul(a, b, out):
     def impl_float64(a, b, out):
         m, k = a.shape
         n = b.shape[1]
+        lda, ldb = max(k, 1), max(n, 1)
+        threaded = _BLAS_THREADS() > 1
         if m * n * k <= SMALL_PRODUCT:
-            _DGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, max(k, 1), b.ctypes.data,
-                         max(n, 1), zero, out.ctypes.data, max(n, 1))
+            if threaded:
+                _DGEMM_SMALL_THREADED(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, lda, b.ctypes.data,
+                                      ldb, zero, out.ctypes.data, ldb)
+            else:
+                _DGEMM_SMALL(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, lda, b.ctypes.data, ldb,
+                             zero, out.ctypes.data, ldb)
+        elif threaded:
+            _DGEMM_LARGE_THREADED(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, lda, b.ctypes.data,
+                                  ldb, zero, out.ctypes.data, ldb)
         else:
-            _DGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, k, b.ctypes.data, n, zero,
-                         out.ctypes.data, n)
+            _DGEMM_LARGE(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, one, a.ctypes.data, lda, b.ctypes.data, ldb, zero,
+                         out.ctypes.data, ldb)
     return impl_float64

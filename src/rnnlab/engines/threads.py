@@ -42,7 +42,6 @@ and PTB's whole step at 2 cores 60.1 → 50.8 ms (``bench_models.py --threads al
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -51,17 +50,13 @@ from typing import TypeVar
 import scipy.linalg.cython_blas  # noqa: F401  (the BLAS np.dot in Numba calls: loaded now so that it can be limited)
 
 from rnnlab.cells.kernel_blas import blas_libraries
+from rnnlab.machine import cpu_cores
 
 MIN_WORK = 1_000_000
 MIN_SPLIT = 1_000_000     # elements: below this one pass over an array costs less than waking a thread
 _granted = 1              # the threads the innermost blas_threads block grants (1 outside any)
 _pool: tuple[int, ThreadPoolExecutor] | None = None      # (its threads, the pool) of split_rows
 Result = TypeVar("Result")
-
-
-def cpu_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def available_threads() -> int:

@@ -38,7 +38,6 @@ import numpy as np
 from rnnlab.budget import closest_size, count_params
 from rnnlab.cells.registry import cell_class, is_cell_file
 from rnnlab.data.tasks import get_task
-from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.aggregate import (
     AGGREGATES,
     PAIR_REPS,
@@ -68,6 +67,7 @@ from rnnlab.experiments.statistics import (
 )
 from rnnlab.experiments.sweeps import tune_experiment
 from rnnlab.files import hold, is_number, is_whole, read_json, record_json
+from rnnlab.machine import cpu_cores
 from rnnlab.metrics import metric as metric_info
 
 

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
-from rnnlab.engines.threads import blas_threads, cpu_cores
+from rnnlab.engines.threads import blas_threads
 from rnnlab.experiments.results import run_metrics
 from rnnlab.experiments.settings import SPLITS, build, run_record, train_config
 from rnnlab.files import atomic_write, read_json, read_json_lines
+from rnnlab.machine import cpu_cores
 from rnnlab.train import RESULT, RunFolder
 
 THREAD_ENV = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments import importance
 from rnnlab.experiments.statistics import ALPHA
 from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, train_sweep
 from rnnlab.files import is_number, is_whole, read_json
+from rnnlab.machine import cpu_cores
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
     "V": {"peepholes": True},

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.analysis.steps import Findings, run_steps
-from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.executors import Job, JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
@@ -39,6 +38,7 @@ from rnnlab.experiments.settings import (
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.files import SET_ASIDE, hold, set_aside
+from rnnlab.machine import cpu_cores
 from rnnlab.train import RunFolder, timed_epoch
 from rnnlab.version import __version__
 

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rnnlab.engines.threads import cpu_cores
 from rnnlab.experiments.results import SweepResults
 from rnnlab.files import read_csv, staged_publish
+from rnnlab.machine import cpu_cores
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
 from rnnlab.page import html as html_page
