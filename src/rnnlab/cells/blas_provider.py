@@ -14,8 +14,11 @@ interleaved, on one thread, and each class goes to the faster median; OpenBLAS k
 same products misled: on the AMD EPYC the large class ran 1.12–1.14× faster in oneMKL called back to back on
 unchanging inputs, yet the kernels ran slower with it (``bench_engines.py``, 1 thread: the LSTM at (35, 20,
 200, 200) 15.6 → 17.4 ms, slower than PyTorch; GRU (100, 64, 88, 256) 123 → 133 ms), and in a recurrence
-oneMKL took 1.01–1.52× OpenBLAS's time at every shape tried. The timings are kept per machine (processor, both
-libraries' versions) in ``<cache>/blas.json``, so a process reads them instead of timing again. The third
+oneMKL took 1.01–1.52× OpenBLAS's time at every shape tried. Each class is timed again with NumPy's BLAS on
+every core (the ``threaded`` classes, wall time; oneMKL runs on one thread, its sequential layer), and the
+kernels and the readout call, product by product, the provider chosen for the thread count NumPy's BLAS has
+then. The timings are kept per machine (processor, core count, both libraries' versions) in
+``<cache>/blas.json``, so a process reads them instead of timing again. The third
 class is the readout's three products over all T·B rows (``layers.linear`` and its adjoint: on the Intel Xeon
 53% of PTB's step), timed the same way as a model's step runs them (forward, the loss's pass, both backward
 products; ``TIMED_READOUT``): NumPy's ``@`` against oneMKL called through ctypes.
