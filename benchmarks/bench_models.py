@@ -177,21 +177,24 @@ def step_flops(model, batch) -> float:
     return 3 * flops
 
 
-def measure(steps: dict, repeats: int, blocks: int, wall: bool) -> dict[str, float]:
-    """Median ms per step of each closure: blocks of ``repeats`` steps, the two alternating."""
+def measure(steps: dict, repeats: int, blocks: int, wall: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """Median ms per step of each closure: blocks of ``repeats`` steps, the two alternating; and the CPU seconds the
+    hypervisor stole while each closure's blocks ran (``_shared.stolen_seconds``)."""
     clock = time.perf_counter if wall else time.process_time
     for fn in steps.values():
         fn()                                 # compile, allocate, warm caches
     times = {name: [] for name in steps}
+    stolen = dict.fromkeys(steps, 0.0)
     for _ in range(blocks):
         for name, fn in steps.items():
-            started = clock()
+            steal, started = _shared.stolen_seconds(), clock()
             for _ in range(repeats):
                 fn()
             times[name].append((clock() - started) / repeats * 1000)
+            stolen[name] += _shared.stolen_seconds() - steal
             if wall:
                 time.sleep(0.5)              # a pause between blocks: the machine is shared
-    return {name: float(np.median(v)) for name, v in times.items()}
+    return {name: float(np.median(v)) for name, v in times.items()}, stolen
 
 
 def main() -> None:
@@ -217,7 +220,7 @@ def table(args: argparse.Namespace, threads: int) -> None:
     print(f"{blas_description()}\n")
     print("| study model | batch (T, B) | rnnlab ms | torch ms | torch / rnnlab | rnnlab at % of the GEMM floor |")
     print("|---|---|---|---|---|---|")
-    profiles = []
+    profiles, steals = [], []
     for label, study, key, changes in MODELS:
         if args.only and not any(label.startswith(w) for w in args.only.split(",")):
             continue
@@ -234,12 +237,16 @@ def table(args: argparse.Namespace, threads: int) -> None:
         repeats = max(1, int(args.seconds / max(time.perf_counter() - probe, 1e-4)))
         # the BLAS threads training would use (the rule of rnnlab.engines.threads, or 1), for both
         with blas_threads(training_threads(model, settings["batch_size"], settings["threads"] if ALL_CORES else 1)):
-            ms = measure({"rnnlab": ours, "torch": theirs}, repeats, args.blocks, ALL_CORES)
+            ms, stolen = measure({"rnnlab": ours, "torch": theirs}, repeats, args.blocks, ALL_CORES)
+            steals.append((label, stolen))
             if args.profile:     # under the same threads as the table (the loss and updates split by them)
                 profiles.append((label, profile(ours)))
         floor = step_flops(model, batch) / rate * 1000
         print(f"| {label} | {tuple(np.asarray(batch.x).shape[:2])} | {ms['rnnlab']:.2f} | {ms['torch']:.2f} | "
               f"{ms['torch'] / ms['rnnlab']:.2f}× | {100 * floor / ms['rnnlab']:.0f}% |", flush=True)
+    if ALL_CORES and any(sum(stolen.values()) for _, stolen in steals):   # wall time on a virtual machine
+        print("\nCPU time stolen by the hypervisor while the blocks ran (rnnlab / torch, s): "
+              + "; ".join(f"{label} {s['rnnlab']:.1f} / {s['torch']:.1f}" for label, s in steals))
     for label, shares in profiles:
         print(f"\n{label}: " + "; ".join(f"{name} {share:.0%}" for name, share in shares))
 
