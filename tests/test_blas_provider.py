@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rnnlab.cells import blas_provider
+from rnnlab.machine import cpu_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,6 +86,7 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas", "small threaded": "openblas",
                                "large threaded": "mkl", "readout threaded": "openblas"}
     assert timed == [{"openblas": 1, "mkl": 3}]
+    assert first.record()["threads"] == cpu_cores() == first.threads       # the threaded classes' thread count, kept
     assert "timed here on" in first.describe() and "on more threads" not in first.describe()   # the same choice
     monkeypatch.setitem(first.providers, "large threaded", "openblas")
     assert "; on more threads small in openblas, large in openblas, readout in openblas" in first.describe()
@@ -300,7 +302,6 @@ def test_the_kernels_call_the_provider_chosen_for_the_thread_count_of_numpys_bla
     """With kept timings that give every class to OpenBLAS at one thread and to oneMKL on more, the kernels'
     products are NumPy's OpenBLAS's at one thread and oneMKL's, bit for bit, on two."""
     from rnnlab.cells import kernel_blas
-    from rnnlab.machine import cpu_cores
 
     if cpu_cores() < 2:
         pytest.skip("one core: NumPy's BLAS never runs on more than one thread here")
