@@ -397,6 +397,22 @@ def test_thread_rule_pins_small_models_to_one_thread_and_never_exceeds_the_proce
             pass
 
 
+def test_a_readout_at_every_step_counts_toward_the_thread_rule():
+    from rnnlab.models import RecurrentModel
+    from rnnlab.train import training_threads
+
+    # the NLU course's language model: a small recurrence (100 × 50 × 50) under a 2,000-way readout at every step
+    language_model = RecurrentModel("rnn", 2000, 50, 2000, head="steps", one_hot=True, seed=0)
+    assert choose_threads(100, 50, 1) == 1
+    assert training_threads(language_model, 100) == available_threads()
+    assert training_threads(language_model, 5) == 1            # 5 × 50 × 2,000 multiply-adds: below MIN_WORK
+    # the same readout once per sequence (head "last") is not a product per step
+    classifier = RecurrentModel("rnn", 2000, 50, 2000, head="last", one_hot=True, seed=0)
+    assert training_threads(classifier, 100) == 1
+    with blas_threads(1):
+        assert training_threads(language_model, 100) == 1
+
+
 def test_fit_runs_under_the_chosen_thread_count(monkeypatch):
     from rnnlab.data.containers import SequenceData
     from rnnlab.models import RecurrentModel

@@ -40,6 +40,7 @@ from rnnlab.losses import (
 )
 
 HEADS = ("last", "mean", "steps", "multilabel")
+STEP_HEADS = ("steps", "multilabel")     # the heads that read out (and take a loss) at every step
 
 
 @dataclass
@@ -144,7 +145,7 @@ class RecurrentModel:
         return stats, Stack.final_state(cache)
 
     def _head_loss(self, hs: np.ndarray, batch, normalization: str = "token"):
-        positions = hs.shape[:2] if self.head in ("steps", "multilabel") else hs.shape[1:2]
+        positions = hs.shape[:2] if self.head in STEP_HEADS else hs.shape[1:2]
         y = self._check_targets(positions + (self.output_size,), batch.y)
         loss, (loss_sum, count, correct), saved = head_loss(self, self.readout.params, hs, y, batch.mask,
                                                             normalization=normalization)
@@ -249,7 +250,7 @@ def head_loss(model: RecurrentModel, readout: dict, hs, y, mask, weight=None, xp
     same either way and make the reported per-position metrics."""
     features = head_features(model.head, hs, mask, xp)
     outputs = linear(readout, features)
-    if model.head in ("steps", "multilabel"):
+    if model.head in STEP_HEADS:
         w = _mask(outputs.shape[:-1], mask, outputs.dtype, xp)
         sequences = (w.sum(axis=0) > 0).sum()
     else:

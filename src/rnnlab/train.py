@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from rnnlab.common import RowGradient
-from rnnlab.engines.threads import blas_threads, choose_threads
+from rnnlab.engines.threads import blas_threads, choose_threads, threads_for
 from rnnlab.files import atomic_write, read_json
-from rnnlab.models import RecurrentModel, Stats
+from rnnlab.models import STEP_HEADS, RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
 CHECKPOINT = "checkpoint.npz"
@@ -328,10 +328,14 @@ def write_metrics(path: Path, history: list[dict]) -> None:
 
 
 def training_threads(model: RecurrentModel, batch_size: int, threads: int | None = None) -> int:
-    """``threads`` when given, else the count rnnlab.engines.threads chooses for the model's widest layer."""
+    """``threads`` when given, else the count rnnlab.engines.threads chooses for the model's largest product per
+    step: a recurrent layer's, or the readout's where the head reads out at every step (a language model's: the
+    NLU course's RNN-50 with 2,000 outputs is threaded for its readout and loss, not for its recurrence)."""
     if threads is not None:
         return threads
-    return max(choose_threads(batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
+    layers = (choose_threads(batch_size, layer.hidden_size, layer.gates) for layer in model.rnn.layers)
+    readout = batch_size * model.readout.params["W"].size if model.head in STEP_HEADS else 0
+    return max(*layers, threads_for(readout))
 
 
 def config_optimizer(model: RecurrentModel, config: TrainConfig) -> Any:
