@@ -28,7 +28,8 @@ from numba.np.numpy_support import as_dtype
 
 from rnnlab.compile import inline, kernel
 
-__all__ = ["constant_in_dtype", "inline", "kernel", "kernel_exp", "kernel_sigmoid", "kernel_tanh", "one_of", "zero_of"]
+__all__ = ["constant_in_dtype", "flushed", "inline", "kernel", "kernel_exp", "kernel_sigmoid", "kernel_tanh", "one_of",
+           "smallest_normal_of", "zero_of"]
 
 LOG2_E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01   # ln 2 split in two so that k·LN2_HI is exact for |k| < 2^11
@@ -65,6 +66,23 @@ def constant_in_dtype(value: float, name: str, why: str):
 
 one_of = constant_in_dtype(1.0, "one_of", "``1.0 - x`` on a float32 x would be float64.")
 zero_of = constant_in_dtype(0.0, "zero_of", "``x if c else 0.0`` on a float32 x is float64 under Numba 0.59.")
+
+
+def smallest_normal_of(array):
+    """The smallest positive normal number of the array's dtype (``np.finfo(dtype).tiny``), in that dtype."""
+    raise TypeError("smallest_normal_of runs only inside Numba kernels")
+
+
+@overload(smallest_normal_of, inline="always")
+def _smallest_normal_of(array):
+    tiny = np.finfo(as_dtype(array.dtype)).tiny
+    return lambda array: tiny
+
+
+@inline
+def flushed(x, tiny, zero):
+    """x, or zero where x is subnormal (0 < |x| < tiny); NaN stays NaN."""
+    return zero if abs(x) < tiny else x
 
 
 @intrinsic
