@@ -20,8 +20,7 @@ def pin_one_thread() -> None:
 def stolen_seconds() -> float:
     """CPU seconds the hypervisor has taken from this machine's processors since boot, all together
     (``/proc/stat``'s steal column); 0 where the system does not say. Wall-time figures on a virtual machine move
-    with it, CPU-time figures do not: on a 2-core Intel virtual machine the NLU model's step took 118 ms with
-    0.1 s stolen during its run and 230 ms with 1.8 s."""
+    with it, CPU-time figures do not."""
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
