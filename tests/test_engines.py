@@ -27,7 +27,16 @@ from helpers import (
     make_mask,
     split_state,
 )
-from rnnlab.cells.kernel_math import EXP_CLAMP32, EXP_CLAMP64, kernel_exp, kernel_sigmoid, kernel_tanh
+from rnnlab.cells.kernel_math import (
+    EXP_CLAMP32,
+    EXP_CLAMP64,
+    X86_64,
+    flush_subnormals,
+    kernel_exp,
+    kernel_sigmoid,
+    kernel_tanh,
+    restore_float_control,
+)
 from rnnlab.cells.lstm import ABLATIONS, LAYOUT_FIELDS, variant_layout
 from rnnlab.cells.lstm import LSTM_VARIANTS as LSTM_PARTS
 from rnnlab.compile import KERNEL_OPTIONS
@@ -242,6 +251,71 @@ def _assert_float32_agreement(a, b):
         assert gb[name].dtype == np.float32
         np.testing.assert_allclose(gb[name], ga[name], rtol=1e-4, atol=1e-4, err_msg=name)
     np.testing.assert_allclose(dxb, dxa, rtol=1e-4, atol=1e-4)
+
+
+def _vanishing(kind: str, dtype, engine: str):
+    """A cell whose error vanishes below the dtype's smallest normal number within T steps back: W_h shrunk, the
+    gate that carries the state (GRU's z, the LSTM's f) shut by its bias, the error injected at the last step."""
+    T, shrink = {np.float32: (60, 0.01), np.float64: (120, 1e-6)}[dtype]
+    cell = rnnlab.make_cell(kind, 3, 8, seed=0, dtype=dtype, engine=engine)
+    cell.params["W_h"] *= dtype(shrink)
+    carrier = {"gru": 1, "lstm": 1}.get(kind)        # the z block of r, z, n; the f block of i, f, g, o
+    if carrier is not None:
+        cell.params["b"][carrier * 8:(carrier + 1) * 8] = -30
+    x = np.random.default_rng(0).normal(size=(T, 4, 3)).astype(dtype)
+    upstream = np.zeros((T, 4, 8), dtype)
+    upstream[-1] = 1
+    return cell, x, upstream
+
+
+def _subnormal(a) -> np.ndarray:
+    return (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny)
+
+
+@pytest.mark.skipif(not X86_64, reason="the control word set is x86-64's; elsewhere nothing is flushed")
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_numba_engine_flushes_subnormals_and_nothing_else(kind, dtype, monkeypatch):
+    """Through a vanishing gradient the deltas reach subnormal numbers (~100× slower on x86): the Numba engine's are
+    0 there, and every number it returns is within a hundred smallest normals of what it gives without the flush
+    (which holds subnormals)."""
+    def run():
+        cell, x, upstream = _vanishing(kind, dtype, "numba")
+        totals = np.empty_like(upstream)
+        hs, cache = cell.forward(x)
+        grads, dx, dh0 = cell.backward(upstream, cache, dh_out=totals)
+        return {"hs": hs, "dh_out": totals, "dx": dx, "dh0": np.asarray(dh0), **grads}
+
+    flushed = run()
+    with monkeypatch.context() as patch:
+        patch.setattr("rnnlab.engines.numba.flush_subnormals", lambda: None)
+        patch.setattr("rnnlab.engines.numba.restore_float_control", lambda word: None)
+        ieee = run()
+    assert _subnormal(ieee["dh_out"]).any()
+    tiny = np.finfo(dtype).tiny
+    for name, value in flushed.items():
+        assert not _subnormal(value).any(), name
+        np.testing.assert_allclose(value, ieee[name], rtol=0, atol=100 * tiny, err_msg=name)
+    # the deltas themselves and dx move; the states and the weights' gradients (sums over all T·B rows) keep their bits
+    assert {name for name in flushed if not np.array_equal(flushed[name], ieee[name])} <= {"dh_out", "dx"}
+
+
+def test_the_flush_ends_with_the_call_even_when_it_fails(monkeypatch):
+    """The control word is the caller's again after a forward, a backward, and a backward that raises: NumPy's
+    arithmetic outside the engine keeps IEEE 754's subnormal numbers."""
+    subnormal = np.array([1e-39], np.float32)
+    cell, x, upstream = _vanishing("rnn", np.float32, "numba")
+    hs, cache = cell.forward(x)
+    assert (subnormal * np.float32(1)).item() == subnormal.item()
+    cell.backward(upstream, cache)
+    assert (subnormal * np.float32(1)).item() == subnormal.item()
+    monkeypatch.setattr(cell, "param_grads", lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        cell.backward(upstream, cache)
+    assert (subnormal * np.float32(1)).item() == subnormal.item()
+    before = flush_subnormals()       # and inside the engine they were flushed: the same product there is 0
+    assert (subnormal * np.float32(1)).item() == (0.0 if X86_64 else subnormal.item())
+    restore_float_control(before)
 
 
 def test_float32_stays_float32_and_unknown_engine_is_rejected():

@@ -14,6 +14,15 @@ Temporaries that do not outlive a call (the projected input, the pre-activation 
 a per-thread workspace reused between calls of the same shape: fresh ~10–30 MB buffers each step cost
 page faults (about 10% of a training step at T=100, B=64, hidden 256). What a call returns or
 stores in its ``Cache`` is always fresh.
+
+On x86-64 the engine's forward and backward run with the processor's flush-to-zero and denormals-are-zero bits set
+on the calling thread (``kernel_math.flush_subnormals``), put back as they were when the call returns: a number
+below the dtype's smallest normal (float32 1.2e-38, float64 2.2e-308) is 0 there, as in XLA's CPU kernels. BPTT
+through a vanishing gradient makes such numbers, and x86 processors take them ~100× slower: a vanilla RNN's
+backward (T = 400, batch 32, hidden 64, float32, W_h scaled to 0.3 at init, the error injected at the last step;
+2% of the deltas reaching h_t subnormal) took 15.9 ms against 8.0 with them flushed (Intel Xeon, 1 thread,
+2026-11-29). The NumPy engine keeps IEEE 754's gradual underflow: the two agree to within the smallest normal
+number. OpenBLAS's own threads (at more than one BLAS thread) keep their own control words.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import threading
 import numpy as np
 
 from rnnlab.cells.cache import Cache
+from rnnlab.cells.kernel_math import flush_subnormals, restore_float_control
 from rnnlab.engines import loops
 
 _local = threading.local()
@@ -44,6 +54,23 @@ def _mask2d(mask: np.ndarray | None, T: int, B: int, dtype) -> np.ndarray:
 
 
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
+    control = flush_subnormals()
+    try:
+        return _forward(cell, x, state0, mask)
+    finally:
+        restore_float_control(control)
+
+
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+             need_dx: bool = True):
+    control = flush_subnormals()
+    try:
+        return _backward(cell, dhs, cache, k, dh_out, need_dx)
+    finally:
+        restore_float_control(control)
+
+
+def _forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     p = cell.params
     T, B = x.shape[:2]
     xw = workspace("xw", (T, B, p["W_x"].shape[1]), cell.dtype)
@@ -59,8 +86,8 @@ def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tupl
     return cache.states[0], cache
 
 
-def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
-             need_dx: bool = True):
+def _backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+              need_dx: bool = True):
     p = cell.params
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
