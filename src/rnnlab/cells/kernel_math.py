@@ -183,6 +183,7 @@ def _kernel_sigmoid(x):
 # control word's FTZ bit (15) flushes such results to zero and its DAZ bit (6) reads such operands as zero.
 FTZ_DAZ = 0x8040
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+_BYTES = ir.IntType(8).as_pointer()      # the intrinsics' operand: i8* under LLVM 14 (Numba 0.59), ptr later
 
 
 @intrinsic
@@ -190,9 +191,8 @@ def _read_mxcsr(typingctx):
     """The calling thread's SSE control and status word (``stmxcsr``)."""
     def codegen(context, builder, signature, args):
         slot = builder.alloca(ir.IntType(32))
-        read = builder.module.declare_intrinsic("llvm.x86.sse.stmxcsr", fnty=ir.FunctionType(ir.VoidType(),
-                                                                                              [slot.type]))
-        builder.call(read, [slot])
+        read = builder.module.declare_intrinsic("llvm.x86.sse.stmxcsr", fnty=ir.FunctionType(ir.VoidType(), [_BYTES]))
+        builder.call(read, [builder.bitcast(slot, _BYTES)])
         return builder.load(slot)
     return types.uint32(), codegen
 
@@ -203,9 +203,8 @@ def _write_mxcsr(typingctx, word):
     def codegen(context, builder, signature, args):
         slot = builder.alloca(ir.IntType(32))
         builder.store(args[0], slot)
-        write = builder.module.declare_intrinsic("llvm.x86.sse.ldmxcsr", fnty=ir.FunctionType(ir.VoidType(),
-                                                                                               [slot.type]))
-        builder.call(write, [slot])
+        write = builder.module.declare_intrinsic("llvm.x86.sse.ldmxcsr", fnty=ir.FunctionType(ir.VoidType(), [_BYTES]))
+        builder.call(write, [builder.bitcast(slot, _BYTES)])
         return context.get_dummy_value()
     return types.none(types.uint32), codegen
 
@@ -220,8 +219,10 @@ if X86_64:
 
     @kernel
     def restore_float_control(word):
-        """Put back the control word ``flush_subnormals`` returned."""
-        _write_mxcsr(np.uint32(word))
+        """Put FTZ and DAZ back as they were in the control word ``flush_subnormals`` returned (the status flags
+        raised since stay raised, as without the flush)."""
+        bits = np.uint32(FTZ_DAZ)
+        _write_mxcsr((_read_mxcsr() & ~bits) | (np.uint32(word) & bits))
 else:       # elsewhere the control register differs, and nothing is set (not measured there)
     def flush_subnormals() -> int:
         """Nothing to set off x86-64."""
