@@ -26,9 +26,9 @@ core once a step's recurrent matmul has ``MIN_WORK`` multiply-adds (batch × hid
 or a readout at every step has them (batch × hidden × outputs: a language model's), else 1. Never
 more than the threads the process was started with (a runner's worker is pinned to 1), and
 ``threads=N`` (``--threads N``) overrides the rule for NumPy's BLAS. The readout's part: the NLU
-course's RNN-50 under 2,000 outputs (batch 100), whose recurrence alone gives 1 thread, took 103–736
-ms a step at 2 threads against 170–1,097 at 1 (wall, 2-core Intel Xeon, 2026-11-29; faster in 8 of 8
-alternating blocks, medians 123 against 219).
+course's RNN-50 under 2,000 outputs (batch 100), whose recurrence alone gives 1 thread, took 72–128 ms
+a step at 2 threads against 102–144 at 1 (wall, 2-core Intel Xeon, 2026-11-29, eight alternating blocks
+of five steps: medians 86 against 112, 2 threads faster in 7 of 8).
 
 The compiled passes between the big products (the softmax cross-entropy over the logits, the
 optimizers' updates) run in one block per granted thread (``split_rows``) once an array holds
