@@ -73,6 +73,19 @@ def test_float32_stays_float32_within_its_precision_and_ties_pick_the_first_clas
     assert softmax_cross_entropy_fused(tied, np.array([0, 1]), np.ones(2, np.float32))[2] == 1.0
 
 
+def test_a_row_with_a_nan_or_an_infinity_gives_the_pure_functions_loss():
+    """The row's max comes from NumPy's argmax: a NaN logit is that max, an infinite one too, and the loss is then
+    NaN as the pure function's is; the other rows' gradients are the pure ones."""
+    logits, targets, w = _case(11, (3, 2), 6, False)
+    logits[1, 0, 2], logits[2, 1, 4] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        loss, dlogits, _ = softmax_cross_entropy_fused(logits, targets, w)
+        ref_loss, ref_d = softmax_cross_entropy_terms(logits, targets, w)
+    assert np.isnan(loss) and np.isnan(ref_loss)
+    np.testing.assert_allclose(dlogits[0], ref_d[0], rtol=0, atol=1e-12)
+    assert np.isnan(dlogits[1, 0]).all() and np.isnan(dlogits[2, 1]).any()
+
+
 # -- the sigmoid (88 independent notes) cross-entropy -------------------------------------------------
 
 def _notes(seed: int, positions: tuple[int, ...], notes: int, masked: bool, dtype=np.float64):
