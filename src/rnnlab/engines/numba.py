@@ -16,14 +16,14 @@ page faults (about 10% of a training step at T=100, B=64, hidden 256). What a ca
 stores in its ``Cache`` is always fresh.
 
 On x86-64 the engine's forward and backward run with the processor's flush-to-zero and denormals-are-zero bits set
-on the calling thread (``kernel_math.flush_subnormals``), put back as they were when the call returns: a number
-below the dtype's smallest normal (float32 1.2e-38, float64 2.2e-308) is 0 there, as in XLA's CPU kernels. BPTT
-through a vanishing gradient makes such numbers, and x86 processors take them ~100× slower: a vanilla RNN's
-backward (T = 400, batch 32, hidden 64, float32, W_h scaled by 0.3, the error injected at the last step; 2% of
-the deltas reaching h_t subnormal) took 15.9 ms against 7.6 with them flushed (Intel Xeon, 1 thread,
-2026-11-29). The NumPy engine keeps IEEE 754's gradual underflow; with and without the flush this engine's
-numbers agree to within a hundred smallest normals, and its states and weight gradients bit for bit (tested).
-OpenBLAS's own threads (at more than one BLAS thread) keep their own control words.
+on the calling thread (``kernel_math.flush_subnormals``), put back as they were when the call returns, as
+TensorFlow's ``ScopedFlushDenormal`` does around its kernels: a number below the dtype's smallest normal (float32
+1.2e-38, float64 2.2e-308) is 0 there. BPTT through a vanishing gradient makes such numbers, and x86 processors take
+them ~100× slower: a vanilla RNN's backward (T = 400, batch 32, hidden 64, float32, W_h scaled by 0.3, the error
+injected at the last step; 2% of the deltas reaching h_t subnormal) took 15.9 ms against 7.6 with them flushed
+(Intel Xeon, 1 thread, 2026-11-29). The NumPy engine keeps IEEE 754's gradual underflow; with and without the flush
+this engine's numbers agree to within a hundred smallest normals, and its states and weight gradients bit for bit
+(tested). OpenBLAS's own threads (at more than one BLAS thread) keep their own control words.
 """
 
 from __future__ import annotations
