@@ -49,6 +49,11 @@ def gradcheck_cell(config: str, bias: str, input_size: int, hidden: int, seed: i
                             **kwargs, **BIASES[bias])
 
 
+def subnormal(a: np.ndarray) -> np.ndarray:
+    """Where ``a`` holds a subnormal number: non-zero and below its dtype's smallest normal."""
+    return (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny)
+
+
 def make_mask(rng: np.random.Generator, T: int, B: int) -> np.ndarray:
     """Right-padded lengths in [1, T], at least one sequence of full length."""
     lengths = rng.integers(1, T + 1, size=B)

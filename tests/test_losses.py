@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import subnormal
 from rnnlab.gradcheck import gradcheck
 from rnnlab.losses import (
     sigmoid_binary_cross_entropy_terms,
@@ -127,10 +128,6 @@ def test_the_fused_sigmoid_loss_cannot_overflow_and_keeps_float32():
     np.testing.assert_allclose(dlogits, ref_d, rtol=0, atol=1e-6)
 
 
-def _subnormal(a: np.ndarray) -> np.ndarray:
-    return (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny)
-
-
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31), rows=st.integers(1, 40), classes=st.integers(2, 60),
        dtype=st.sampled_from([np.float32, np.float64]), masked=st.booleans())
@@ -149,7 +146,7 @@ def test_the_fused_gradients_hold_no_subnormal_numbers_and_are_the_pure_ones_abo
     for (_, fused, *_), (_, pure) in (
             (softmax_cross_entropy_fused(logits, targets, w), softmax_cross_entropy_terms(wide, targets, w64)),
             (sigmoid_cross_entropy_fused(logits, notes, w), sigmoid_binary_cross_entropy_terms(wide, notes, w64))):
-        assert fused.dtype == dtype and not _subnormal(fused).any()
+        assert fused.dtype == dtype and not subnormal(fused).any()
         np.testing.assert_allclose(fused, pure, rtol=0, atol=1e-6 if dtype == np.float32 else 1e-12)
 
 
@@ -161,9 +158,9 @@ def test_the_wide_logits_above_give_subnormals_without_the_flush():
     for dtype, bottom, clamp in ((np.float32, 105.0, 87.0), (np.float64, 745.0, 708.0)):
         logits = (-bottom * rng.random((20, 50))).astype(dtype)
         w, targets = np.ones(20, dtype), rng.integers(0, 50, 20)
-        assert _subnormal(softmax_cross_entropy_terms(logits, targets, w)[1]).mean() > 0.01
+        assert subnormal(softmax_cross_entropy_terms(logits, targets, w)[1]).mean() > 0.01
         e = np.exp(np.maximum(logits, dtype(-clamp)))
-        assert _subnormal(e / (1 + e) / dtype(20)).mean() > 0.01
+        assert subnormal(e / (1 + e) / dtype(20)).mean() > 0.01
 
 
 @pytest.mark.skipif(cpu_cores() < 2, reason="one core: nothing to split the loss over")
