@@ -598,7 +598,32 @@ def test_a_sequential_plan_adds_seeds_only_where_a_claim_is_undecided(tmp_path):
     for v in saved["verdicts"]:
         assert {"p_value", "p_adjusted", "test", "prob_superiority", "seeds", "look", "level"} <= set(v)
     assert saved["sequential"] == {"looks": [5, 6], "alpha": 0.05, "level": 0.025}
-    assert any("group-sequential plan" in note for note in saved["notes"])
+    (plan_note,) = [note for note in saved["notes"] if "group-sequential plan" in note]
+    assert "measured" not in plan_note        # no family-wise rate was measured for these looks: none is quoted
+
+
+def test_a_study_report_names_the_blas_its_runs_multiplied_with_and_counts_runs_that_differ(tmp_path):
+    """Another BLAS changes last bits, and with them which seeds of a bimodal task learn: the report says which
+    provider computed each class of products, from the records the runs kept, and how many runs each record
+    covers when they differ (a job store filled on two machines)."""
+    from rnnlab.cells.kernel_blas import CHOICE
+
+    study = _tiny_study()
+    results = run_experiment(study, tmp_path, seeds=2, workers=1, progress=False)
+    here = CHOICE.describe("where they trained")
+    assert results.products == [here] and "RNNLAB_BLAS=openblas" in here      # conftest pins the provider
+    _, md_path = write_report(results, tmp_path / study.name)
+    assert f"Matrix products: {here}." in md_path.read_text()
+    first = next((tmp_path / study.name / "jobs").rglob("result.json"))
+    stored = json.loads(first.read_text())
+    stored["run"]["blas"] = {**stored["run"]["blas"], "mode": "mkl", "providers": dict.fromkeys(CHOICE.providers,
+                                                                                                   "mkl")}
+    first.write_text(json.dumps(stored))
+    again = run_experiment(study, tmp_path, seeds=2, workers=1, progress=False)
+    runs = len(again.runs)
+    assert again.trained_now == 0 and len(again.products) == 2
+    assert again.products[0] == f"{here} ({runs - 1} runs)"
+    assert again.products[1].startswith("small products in mkl") and again.products[1].endswith("(1 run)")
 
 
 def test_the_analyses_of_a_study_run_build_each_data_set_and_trained_model_once(tmp_path, monkeypatch):

@@ -90,12 +90,18 @@ class Choice:
     measured: str = ""
     threads: int = 1            # the thread count of NumPy's BLAS at which the threaded classes were timed
 
-    def describe(self) -> str:
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Choice:
+        """The choice a run kept (``record``'s output), to describe where it is read; its timings are not kept."""
+        return cls(record["mode"], dict(record["providers"]), dict(record.get("versions", {})),
+                   threads=record.get("threads", 1))
+
+    def describe(self, where: str = "here") -> str:
         classes = ", ".join(f"{c} products in {self.providers[c]}" for c in PRODUCT_CLASSES)
         threaded = {c: self.providers[c + THREADED] for c in PRODUCT_CLASSES}
         if threaded != {c: self.providers[c] for c in PRODUCT_CLASSES}:
             classes += "; on more threads " + ", ".join(f"{c} in {p}" for c, p in threaded.items())
-        how = {"auto": "timed here" + (f" on {self.measured}" if self.measured else ""),
+        how = {"auto": f"timed {where}" + (f" on {self.measured}" if self.measured else ""),
                "openblas": f"{ENV}=openblas", "mkl": f"{ENV}=mkl"}[self.mode]
         if self.mode == "auto" and "mkl" not in self.versions:
             how = "oneMKL not installed"

@@ -145,6 +145,9 @@ class StudyResults:
     figures: list[dict[str, str]]
     notes: list[str]
     schema: int = SCHEMA_VERSION
+    # how the runs' matrix products were computed (each BLAS record's description; with its count of runs where
+    # they differ): another BLAS changes last bits, and with them which seeds of a bimodal task learn
+    products: list[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

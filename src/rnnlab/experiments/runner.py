@@ -8,6 +8,7 @@ the task's study settings and the experiment's overrides; nothing here trains by
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import functools
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.analysis.steps import Findings, run_steps
+from rnnlab.cells.blas_provider import Choice
 from rnnlab.experiments.executors import Job, JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
@@ -284,6 +286,7 @@ def _run_held(exp: Experiment, exp_dir: Path, seeds: int | None, workers: int | 
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
                     for f in found.figures],
         "notes": exp.notes + found.notes,
+        "products": _products(context, counts),
     })
     _write_results(exp_dir, results)
     return results
@@ -352,12 +355,15 @@ def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:
 def _plan_note(plan: SequentialPlan, rows: list[Verdict]) -> str:
     at = "; ".join(f"{row.seeds} seeds: {row.claim[:60]}{'…' if len(row.claim) > 60 else ''}"
                    for row in rows)
+    measured = ""
+    if plan.family_error is not None:
+        measured = (f", and for families of four claims (three or four of them null, one leaving by absence) replayed "
+                    f"through this code, deciding by the exact permutation test, it measured "
+                    f"{plan.family_error[0]:.1%} and {plan.family_error[1]:.1%} (1,500 simulated studies each)")
     return (f"Seeds chosen by a group-sequential plan: looks after {', '.join(map(str, plan.looks))} seeds per "
             f"configuration, each claim tested at α = {plan.alpha:g}/{len(plan.looks)} = {plan.level:.4f} per look "
             f"(Holm within a look), more seeds only for the claims still undecided; the union bound over the looks "
-            f"keeps the chance of a false 'reproduced' ≤ {plan.alpha:g} for one claim, and for families of four "
-            f"claims (three or four of them null, one leaving by absence) replayed through this code, deciding by "
-            f"the exact permutation test, it measured 1.3% and 1.5% (1,500 simulated studies each). Decided at {at}.")
+            f"keeps the chance of a false 'reproduced' ≤ {plan.alpha:g} for one claim{measured}. Decided at {at}.")
 
 
 def _seeds(context: Context, count: int) -> range:
@@ -397,6 +403,19 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
               f"{moved}), {skipped} already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     _store_finished(jobs, run, context.store, progress, failed_runs)
     return len(jobs)
+
+
+def _products(context: Context, counts: dict[str, int]) -> list[str]:
+    """How the runs' matrix products were computed: each distinct BLAS record their folders kept, described, with
+    the number of runs under it where there is more than one."""
+    described = collections.Counter()
+    for spec in context.specs:
+        for seed in _seeds(context, counts[spec.key]):
+            record = RunFolder(context.job_dir(spec, seed)).result()["run"].get("blas")
+            described[Choice.from_record(record).describe("where they trained") if record else "not recorded"] += 1
+    if len(described) == 1:
+        return list(described)
+    return [f"{text} ({n} run{'s' if n != 1 else ''})" for text, n in described.most_common()]
 
 
 def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:

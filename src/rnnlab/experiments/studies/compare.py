@@ -73,8 +73,10 @@ COMPARE = with_findings(Experiment(
               "RNN", _SIGN["lstm"], _SIGN["rnn"], "test_accuracy", source="rnnlab's question",
               smallest_effect=SIGN_GAP),
     ],
-    # the headline claims decide on any machine: more seeds only where 5 do not tell, at most 20
-    sequential=SequentialPlan(looks=(5, 10, 20)),
+    # more seeds only where 5 do not tell: 10, then 40, where the H&S claim's absence shows (its cells solve in 18–19
+    # and 13–14 of 100 seeds); a look at 20 had decided it on seeds 0–19 alone, differently under OpenBLAS and
+    # oneMKL (docs/statistics.md; tests/test_statistics.py replays the plan at the measured rates)
+    sequential=SequentialPlan(looks=(5, 10, 40), family_error=(0.015, 0.015)),
     published={(_REBER["lstm"], "test_all_solved"): (0.97, 1.0), (_REBER["rnn"], "test_all_solved"): 0.0},
     analyses=[RobustnessMap("embedded-reber", "test_solved", "test_all_solved",
                             title="Embedded Reber: test strings solved against the learning rate"),
