@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 import warnings
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 import rnnlab
 from rnnlab.analysis.discrepancy import discrepancy_curve, draw_weights, trained_discrepancy
 from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, jacobians, lyapunov_exponent
-from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
+from rnnlab.analysis.gradients import bptt_depth, first_step_log10, gradient_distribution, gradient_flow
 from rnnlab.analysis.steps import seed_band
 from rnnlab.data.containers import Batch, SequenceData
 from rnnlab.models import RecurrentModel
@@ -131,6 +132,23 @@ def test_state_gradients_match_finite_differences(cell):
         np.testing.assert_allclose(buf[0][t], numeric, atol=1e-8)
     flow = gradient_flow(model, batch)
     np.testing.assert_allclose(flow["norms"][0], np.linalg.norm(buf[0], axis=-1).mean(axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_first_step_gradient_that_vanishes_to_zero_reads_as_the_floor_of_its_dtype(dtype):
+    """With no recurrence (W_h = 0) and the loss at the last step only, no error reaches h_1: the ratio is exactly
+    0, which has no logarithm, and the analysis of a whole study stopped on it. It reads as log10 of the dtype's
+    smallest normal number ("this small or smaller"); a gradient that reaches h_1 keeps its own logarithm."""
+    rng = np.random.default_rng(0)
+    model = RecurrentModel("rnn", 2, 4, 3, head="last", seed=1, dtype=dtype)
+    batch = Batch(rng.normal(size=(6, 3, 2)).astype(dtype), rng.integers(0, 3, size=3))
+    recurrent = model.rnn.layers[0].params["W_h"].copy()
+    model.rnn.layers[0].params["W_h"][:] = 0.0
+    assert gradient_flow(model, batch)["relative"][-1][0] == 0.0
+    assert first_step_log10(model, batch) == pytest.approx(math.log10(np.finfo(dtype).tiny))
+    model.rnn.layers[0].params["W_h"][:] = recurrent
+    first = gradient_flow(model, batch)["relative"][-1][0]
+    assert 0.0 < first < 1.0 and first_step_log10(model, batch) == pytest.approx(math.log10(first))
 
 
 def test_gradient_distribution_pools_every_coefficient():

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rnnlab.data.containers import Batch
@@ -27,6 +29,14 @@ def gradient_flow(model: RecurrentModel, batch: Batch) -> dict[str, np.ndarray]:
     norms = np.stack([(np.linalg.norm(b, axis=-1) * mask).sum(1) / np.maximum(mask.sum(1), 1) for b in buffers])
     last = np.where(norms[:, -1:] > 0, norms[:, -1:], 1.0)
     return {"norms": norms, "relative": norms / last}
+
+
+def first_step_log10(model: RecurrentModel, batch: Batch) -> float:
+    """log10 of the top layer's ‖∂L/∂h_1‖ over its ‖∂L/∂h_T‖ (``gradient_flow``'s ``relative``), at least log10 of the
+    model dtype's smallest normal number: below it the fused engine flushes to 0 (and a gradient that vanished to
+    exactly 0 has no logarithm), so the floor reads "this small or smaller"."""
+    first = float(gradient_flow(model, batch)["relative"][-1][0])
+    return math.log10(max(first, float(np.finfo(model.dtype).tiny)))
 
 
 def bptt_depth(model: RecurrentModel, batch: Batch, max_steps: int = 20) -> dict[str, np.ndarray]:

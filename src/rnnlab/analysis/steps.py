@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.analysis import plots
-from rnnlab.analysis.gradients import gradient_distribution, gradient_flow, step_share
+from rnnlab.analysis.gradients import first_step_log10, gradient_distribution, step_share
 from rnnlab.analysis.run import (
     write_csv,
     write_discrepancy,
@@ -114,7 +114,7 @@ class GradientFlow:
             batch = first_batch(task.splits["test"], examples)
             run_metrics[(spec.key, run.seed)] = {
                 "step10_gradient_share": step_share(model, batch, 10),
-                "first_step_gradient_log10": math.log10(gradient_flow(model, batch)["relative"][-1][0])}
+                "first_step_gradient_log10": first_step_log10(model, batch)}
         return Findings([
             Figure(f"Gradient reaching each time step{where}", out / "gradient_flow.png",
                    f"Mean ‖∂L/∂h_t‖ of the trained networks' top layer over {examples} test sequences. What to "
