@@ -9,6 +9,7 @@ analyses, the verdicts, the report and the published pages read attributes, not 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.cells.blas_provider import Choice
 from rnnlab.files import is_number
 
 SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
@@ -52,6 +54,7 @@ class Run:
     settings: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     status: str = OK             # "diverged" or "failed": no metrics, counted where a study counts failures
+    blas: dict[str, Any] = field(default_factory=dict)     # the BLAS record it kept (``Choice.record``); {}: none
 
     @classmethod
     def from_result(cls, key: str, seed: int, result: dict[str, Any], group: str = "", label: str = "",
@@ -59,7 +62,7 @@ class Run:
         """The run a job folder's ``result.json`` records (a failed run's: its status, no metrics)."""
         status = result.get("status", OK)
         return cls(key, seed, run_metrics(result) if status == OK else {}, group, label, settings or {},
-                   result.get("history", []) if status == OK else [], status)
+                   result.get("history", []) if status == OK else [], status, result.get("run", {}).get("blas") or {})
 
     def row(self) -> dict[str, Any]:
         """The run as one row of runs.csv: its identity, then its metrics."""
@@ -145,9 +148,18 @@ class StudyResults:
     figures: list[dict[str, str]]
     notes: list[str]
     schema: int = SCHEMA_VERSION
-    # how the runs' matrix products were computed (each BLAS record's description; with its count of runs where
-    # they differ): another BLAS changes last bits, and with them which seeds of a bimodal task learn
-    products: list[str] = dataclasses.field(default_factory=list)
+
+    def products(self) -> list[str]:
+        """How the runs' matrix products were computed: each distinct BLAS record the runs kept, described, with the
+        number of runs under it where they differ (another BLAS changes last bits, and with them which seeds of a
+        bimodal task learn); none where no run kept one (results from before the records)."""
+        described = collections.Counter(Choice.from_record(r.blas).describe("where they trained") if r.blas
+                                         else "not recorded" for r in self.runs)
+        if set(described) <= {"not recorded"}:
+            return []
+        if len(described) == 1:
+            return list(described)
+        return [f"{text} ({n} run{'s' if n != 1 else ''})" for text, n in described.most_common()]
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

@@ -8,7 +8,6 @@ the task's study settings and the experiment's overrides; nothing here trains by
 
 from __future__ import annotations
 
-import collections
 import csv
 import dataclasses
 import functools
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.analysis.steps import Findings, run_steps
-from rnnlab.cells.blas_provider import Choice
 from rnnlab.experiments.executors import Job, JobStore, StudyRunFailed, log_call
 from rnnlab.experiments.executors import executor as make_executor
 from rnnlab.experiments.findings import RESULTS_ROOT, Finding, render_reasons
@@ -286,7 +284,6 @@ def _run_held(exp: Experiment, exp_dir: Path, seeds: int | None, workers: int | 
         "figures": [{"title": f.title, "path": str(Path(f.path).relative_to(exp_dir)), "caption": f.caption}
                     for f in found.figures],
         "notes": exp.notes + found.notes,
-        "products": _products(context, counts),
     })
     _write_results(exp_dir, results)
     return results
@@ -403,19 +400,6 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
               f"{moved}), {skipped} already done, {min(workers, max(len(jobs), 1))} workers", file=sys.stderr)
     _store_finished(jobs, run, context.store, progress, failed_runs)
     return len(jobs)
-
-
-def _products(context: Context, counts: dict[str, int]) -> list[str]:
-    """How the runs' matrix products were computed: each distinct BLAS record their folders kept, described, with
-    the number of runs under it where there is more than one."""
-    described = collections.Counter()
-    for spec in context.specs:
-        for seed in _seeds(context, counts[spec.key]):
-            record = RunFolder(context.job_dir(spec, seed)).result()["run"].get("blas")
-            described[Choice.from_record(record).describe("where they trained") if record else "not recorded"] += 1
-    if len(described) == 1:
-        return list(described)
-    return [f"{text} ({n} run{'s' if n != 1 else ''})" for text, n in described.most_common()]
 
 
 def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
