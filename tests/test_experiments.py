@@ -627,6 +627,9 @@ def test_a_study_report_names_the_blas_its_runs_multiplied_with_and_counts_runs_
     assert again.trained_now == 0 and len(products) == 2
     assert products[0] == f"{here} ({runs - 1} runs)"
     assert products[1].startswith("small products in mkl") and products[1].endswith("(1 run)")
+    again.runs[0].blas = {"mode": "fastest", "providers": []}     # edited: named as unreadable, the report still made
+    assert any(text.startswith("a BLAS record rnnlab cannot read") for text in again.products())
+    write_report(again, tmp_path / study.name)
     for run in again.runs:      # results kept before the runs carried their records describe none
         run.blas = {}
     assert again.products() == []

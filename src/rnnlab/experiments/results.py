@@ -119,6 +119,16 @@ class Verdict:
         return cls(**row)
 
 
+def _described(record: dict[str, Any]) -> str:
+    """A run's BLAS record in words; one that is not a record (edited, or from another version) says so."""
+    if not record:
+        return "not recorded"
+    try:
+        return Choice.from_record(record).describe("where they trained")
+    except (KeyError, TypeError, AttributeError):
+        return f"a BLAS record rnnlab cannot read ({json.dumps(record, default=str)[:80]})"
+
+
 @dataclass
 class StudyResults:
     """A study run's results (``runs/NAME/results.json``): what was asked and when, every run, the
@@ -153,8 +163,7 @@ class StudyResults:
         """How the runs' matrix products were computed: each distinct BLAS record the runs kept, described, with the
         number of runs under it where they differ (another BLAS changes last bits, and with them which seeds of a
         bimodal task learn); none where no run kept one (results from before the records)."""
-        described = collections.Counter(Choice.from_record(r.blas).describe("where they trained") if r.blas
-                                         else "not recorded" for r in self.runs)
+        described = collections.Counter(_described(r.blas) for r in self.runs)
         if set(described) <= {"not recorded"}:
             return []
         if len(described) == 1:
