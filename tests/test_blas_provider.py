@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rnnlab
 from rnnlab.cells import blas_provider
 from rnnlab.machine import cpu_cores
 
@@ -56,8 +57,8 @@ def test_a_fixed_mode_or_a_missing_onemkl_times_nothing(monkeypatch):
     choose = blas_provider.choose
     monkeypatch.setenv("RNNLAB_BLAS", "auto")
     alone = choose(OPENBLAS, {}, {"openblas": VERSIONS["openblas"]}, lambda m, n, k: 0)
-    assert alone.providers == dict.fromkeys(("small", "large", "readout", "small threaded", "large threaded",
-                                             "readout threaded"), "openblas")
+    assert alone.providers == dict.fromkeys(("small", "large", "readout", "projection", "small threaded",
+                                             "large threaded", "readout threaded", "projection threaded"), "openblas")
     assert "oneMKL not installed" in alone.describe()
     monkeypatch.setenv("RNNLAB_BLAS", "openblas")
     assert set(choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0).providers.values()) == {"openblas"}
@@ -78,19 +79,22 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     def timings(sgemm, blocks, threads):
         timed.append(sgemm)
         return {"small": {"openblas": 1.0, "mkl": 2.0}, "large": {"openblas": 2.0, "mkl": 1.5},
-                "readout": {"openblas": 3.0, "mkl": 3.5}, "small threaded": {"openblas": 1.0, "mkl": 2.0},
-                "large threaded": {"openblas": 2.0, "mkl": 1.5}, "readout threaded": {"openblas": 2.0, "mkl": 3.5}}
+                "readout": {"openblas": 3.0, "mkl": 3.5}, "projection": {"openblas": 3.0, "mkl": 2.5},
+                "small threaded": {"openblas": 1.0, "mkl": 2.0}, "large threaded": {"openblas": 2.0, "mkl": 1.5},
+                "readout threaded": {"openblas": 2.0, "mkl": 3.5}, "projection threaded": {"openblas": 2.0, "mkl": 2.5}}
 
     monkeypatch.setattr(blas_provider, "time_providers", timings)
     first = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
-    assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas", "small threaded": "openblas",
-                               "large threaded": "mkl", "readout threaded": "openblas"}
+    assert first.providers == {"small": "openblas", "large": "mkl", "readout": "openblas", "projection": "mkl",
+                               "small threaded": "openblas", "large threaded": "mkl", "readout threaded": "openblas",
+                               "projection threaded": "openblas"}
     assert timed == [{"openblas": 1, "mkl": 3}]
     assert first.record()["threads"] == cpu_cores() == first.threads       # the threaded classes' thread count, kept
-    assert "timed here on" in first.describe() and "on more threads" not in first.describe()   # the same choice
-    monkeypatch.setitem(first.providers, "large threaded", "openblas")
-    assert "; on more threads small in openblas, large in openblas, readout in openblas" in first.describe()
-    monkeypatch.setitem(first.providers, "large threaded", "mkl")
+    assert "timed here on" in first.describe() and "; on more threads small in openblas, large in mkl, readout in " \
+        "openblas, projection in openblas" in first.describe()
+    monkeypatch.setitem(first.providers, "projection threaded", "mkl")
+    assert "on more threads" not in first.describe()                                   # the same choice
+    monkeypatch.setitem(first.providers, "projection threaded", "openblas")
     kept = json.loads((tmp_path / "blas.json").read_text())
     assert len(kept) == 1 and next(iter(kept.values()))["timings"] == first.timings
     again = blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
@@ -109,7 +113,9 @@ def test_auto_takes_the_faster_provider_of_each_class_and_keeps_the_choice_per_m
     (tmp_path / "blas.json").write_text(json.dumps({next(iter(kept)): {"providers": {}, "measured": "x"}}))
     blas_provider.choose(OPENBLAS, MKL, VERSIONS, lambda m, n, k: 0)
     assert len(timed) == 4                                   # an entry without every timing is measured again
-    for before in (("small", "large"), ("small", "large", "readout")):   # the readout class, the threaded ones
+    # the readout class, the threaded ones, the projection class: each new class times again
+    for before in (("small", "large"), ("small", "large", "readout"),
+                   tuple(c for c in blas_provider.CLASSES if not c.startswith("projection"))):
         older = {key: {**entry, "timings": {c: entry["timings"][c] for c in before}}
                  for key, entry in json.loads((tmp_path / "blas.json").read_text()).items()}
         (tmp_path / "blas.json").write_text(json.dumps(older))
@@ -166,6 +172,7 @@ def test_the_timing_measures_both_providers_on_every_class(monkeypatch):
     assert all(set(by) == {"openblas", "mkl"} and min(by.values()) > 0 for by in timings.values())
     assert all(timings["large"][p] > timings["small"][p] for p in ("openblas", "mkl"))   # ~10× the work a step
     assert all(timings["readout"][p] > timings["large"][p] for p in ("openblas", "mkl"))  # PTB's: ~10³× the work
+    assert all(timings["projection"][p] > timings["large"][p] for p in ("openblas", "mkl"))   # ~10²× the work
 
 
 def _operands(draw_shape, dtype, transposed_a, transposed_b):
@@ -201,18 +208,21 @@ def test_a_strided_operand_is_refused_by_name():
     assert not blas_provider.is_operand(a) and not blas_provider.is_operand(np.ones((2, 2, 2)))
 
 
-def test_the_readout_products_are_numpys_own_where_openblas_serves_them():
-    """Under OpenBLAS (the suite's pinned provider) the readout's products are NumPy's ``@``, bit for bit."""
+def test_the_products_over_all_rows_are_numpys_own_where_openblas_serves_them():
+    """Under OpenBLAS (the suite's pinned provider) the readout's and the engines' products over all rows are NumPy's
+    ``@``, bit for bit."""
     from rnnlab.cells import kernel_blas
 
-    if kernel_blas.CHOICE.providers["readout"] != "openblas":
-        pytest.skip(f"oneMKL serves the readout here ({kernel_blas.CHOICE.describe()})")
-    assert not any(kernel_blas._READOUT_GEMM.values())
+    served = [c for c in blas_provider.ROW_CLASSES if kernel_blas.CHOICE.providers[c] != "openblas"]
+    if served:
+        pytest.skip(f"oneMKL serves the {served} products here ({kernel_blas.CHOICE.describe()})")
+    assert not any(by for by_threads in kernel_blas._ROWS_GEMM.values() for by in by_threads.values())
     rng = np.random.default_rng(3)
     for dtype in (np.float32, np.float64):
-        h, w = rng.standard_normal((70, 20)).astype(dtype), rng.standard_normal((20, 300)).astype(dtype)
-        assert np.array_equal(kernel_blas.readout_matmul(h, w), h @ w)
-        assert np.array_equal(kernel_blas.readout_matmul(h.T, h), h.T @ h)
+        h, w = rng.standard_normal((700, 200)).astype(dtype), rng.standard_normal((200, 300)).astype(dtype)
+        for multiply in (kernel_blas.readout_matmul, kernel_blas.projection_matmul):
+            assert np.array_equal(multiply(h, w), h @ w)
+            assert np.array_equal(multiply(h.T, h), h.T @ h)
 
 
 @needs_mkl
@@ -222,14 +232,15 @@ def test_the_readout_goes_to_onemkl_where_it_serves_and_anything_else_to_numpy(m
 
     lib, _ = blas_provider.mkl_library()
     addresses = blas_provider.mkl_gemm(lib)
-    monkeypatch.setattr(kernel_blas, "_READOUT_GEMM", {False: {
+    monkeypatch.setitem(kernel_blas._ROWS_GEMM, "readout", {False: {
         np.dtype(d): blas_provider.gemm_function(addresses[kind], d) for kind, d in (("s", np.float32),
                                                                                         ("d", np.float64))},
         True: {}})                                       # oneMKL serves the readout at one thread, not on more
     monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 1)
     served = []
     real = kernel_blas.blas_matmul
-    monkeypatch.setattr(kernel_blas, "blas_matmul", lambda gemm, a, b: served.append(a.shape) or real(gemm, a, b))
+    monkeypatch.setattr(kernel_blas, "blas_matmul",
+                        lambda gemm, a, b, out=None: served.append(a.shape) or real(gemm, a, b, out))
     rng = np.random.default_rng(4)
     layer = Linear(20, 30, seed=0)
     h, dy = rng.standard_normal((5, 7, 20)), rng.standard_normal((5, 7, 30))
@@ -264,7 +275,8 @@ def test_the_kernels_checks_pass_with_onemkl_serving_every_product(tmp_path):
               "assert k._MKL_SERVES and not k.splits_products(); print(k.blas_description())")
     shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
     assert shown.returncode == 0, shown.stderr
-    assert "small products in mkl, large products in mkl, readout products in mkl (RNNLAB_BLAS=mkl)" in shown.stdout
+    assert ("small products in mkl, large products in mkl, readout products in mkl, projection products in mkl "
+            "(RNNLAB_BLAS=mkl)") in shown.stdout
     # the whole-grid finite differences on the rows that cover every three factors (test_engines.COVERING); not
     # the float32 loops' IR, which names the product's symbol, not its provider
     chosen = ("kernels_product or (finite_differences and (covering or not test_compiled_backward)) or "
@@ -341,5 +353,84 @@ print("providers differ:", sum(differs), "of", len(differs))
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "providers differ: 0 of" not in run.stdout, "both providers gave the same bits: the test tells nothing"
-    assert ("small products in openblas, large products in openblas, readout products in openblas; on more threads "
-            "small in mkl, large in mkl, readout in mkl (timed here on 2026-11-28)") in run.stdout
+    assert ("small products in openblas, large products in openblas, readout products in openblas, projection products "
+            "in openblas; on more threads small in mkl, large in mkl, readout in mkl, projection in mkl (timed here on "
+            "2026-11-28)") in run.stdout
+
+
+def _mkl_gemms() -> dict:
+    lib, _ = blas_provider.mkl_library()
+    addresses = blas_provider.mkl_gemm(lib)
+    return {np.dtype(d): blas_provider.gemm_function(addresses[kind], d) for kind, d in (("s", np.float32),
+                                                                                      ("d", np.float64))}
+
+
+@needs_mkl
+def test_the_engines_projections_go_to_onemkl_where_it_serves_them_from_the_bound_up(monkeypatch):
+    """With oneMKL serving the projection class, a product of at least ``PROJECTION_MIN_PRODUCT`` multiply-adds is
+    oneMKL's (into ``out`` where given) and a smaller one NumPy's, bit for bit."""
+    from rnnlab.cells import kernel_blas
+
+    monkeypatch.setitem(kernel_blas._ROWS_GEMM, "projection", {False: _mkl_gemms(), True: {}})
+    monkeypatch.setattr(kernel_blas, "numpy_blas_threads", lambda: 1)
+    served = []
+    real = kernel_blas.blas_matmul
+    monkeypatch.setattr(kernel_blas, "blas_matmul",
+                        lambda gemm, a, b, out=None: served.append(a.shape) or real(gemm, a, b, out))
+    rng = np.random.default_rng(5)
+    bound = blas_provider.PROJECTION_MIN_PRODUCT
+    x, w = rng.standard_normal((700, 200)).astype(np.float32), rng.standard_normal((200, 800)).astype(np.float32)
+    assert 700 * 200 * 800 >= bound > 70 * 200 * 800
+    out = np.full((700, 800), np.nan, np.float32)
+    assert kernel_blas.projection_matmul(x, w, out=out) is out and served == [(700, 200)]
+    exact = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(out, exact, rtol=0, atol=1e-5 * 200 ** 0.5 * np.abs(exact).max())
+    np.testing.assert_allclose(kernel_blas.projection_matmul(x.T, out), x.T @ out, rtol=2e-5, atol=1e-2)
+    assert served == [(700, 200), (200, 700)]                         # a transposed operand: passed as one
+    small = x[:70]
+    assert np.array_equal(kernel_blas.projection_matmul(small, w), small @ w) and len(served) == 2
+    with pytest.raises(ValueError, match=r"out: expected a C-contiguous float32 array of shape \(700, 800\)"):
+        kernel_blas.projection_matmul(x, w, out=np.empty((800, 700), np.float32).T)
+
+
+@needs_mkl
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_each_engines_gradients_hold_with_onemkl_serving_every_projection(monkeypatch, kind, engine):
+    """Every projection in oneMKL (the bound set to 0): the input projection, xᵀ·dxw, hᵀ·dhw and dxw·W_xᵀ go there,
+    and the states and gradients agree with NumPy's products to float64 rounding (those are the finite-difference
+    checked ones)."""
+    from rnnlab.cells import kernel_blas
+
+    rng = np.random.default_rng(6)
+    T, B, I, H = 5, 3, 4, 6
+    x, dh = rng.standard_normal((T, B, I)), rng.standard_normal((T, B, H))
+    cell = rnnlab.make_cell(kind, I, H, seed=0, dtype=np.float64, engine=engine)
+    hs, cache = cell.forward(x)
+    grads, dx, _ = cell.backward(dh, cache)
+    monkeypatch.setitem(kernel_blas._ROWS_GEMM, "projection", {False: _mkl_gemms(), True: _mkl_gemms()})
+    monkeypatch.setattr(kernel_blas, "PROJECTION_MIN_PRODUCT", 0)
+    served = []
+    real = kernel_blas.blas_matmul
+    monkeypatch.setattr(kernel_blas, "blas_matmul",
+                        lambda gemm, a, b, out=None: served.append((a.shape, b.shape)) or real(gemm, a, b, out))
+    hs_mkl, cache_mkl = cell.forward(x)
+    grads_mkl, dx_mkl, _ = cell.backward(dh, cache_mkl)
+    G = cell.params["W_x"].shape[1]
+    assert sorted(served) == sorted([((T * B, I), (I, G)), ((I, T * B), (T * B, G)), ((H, T * B), (T * B, G)),
+                                     ((T * B, G), (G, I))])
+    np.testing.assert_allclose(hs_mkl, hs, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(dx_mkl, dx, rtol=0, atol=1e-13)
+    for name in grads:
+        np.testing.assert_allclose(grads_mkl[name], grads[name], rtol=0, atol=1e-13, err_msg=name)
+
+
+def test_a_record_from_before_a_class_existed_describes_the_classes_it_has():
+    """Runs kept before the projection class carry three classes (and their threaded twins): read, not refused."""
+    record = {"mode": "auto", "providers": {"small": "openblas", "large": "mkl", "readout": "mkl",
+                                            "small threaded": "openblas", "large threaded": "openblas",
+                                            "readout threaded": "openblas"},
+              "versions": VERSIONS, "threads": 2}
+    assert blas_provider.Choice.from_record(record).describe("where they trained") == (
+        "small products in openblas, large products in mkl, readout products in mkl; on more threads small in "
+        "openblas, large in openblas, readout in openblas (timed where they trained)")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells.cache import Cache, State
+from rnnlab.cells.kernel_blas import projection_matmul
 from rnnlab.common import check_back_steps, check_dtype, check_positive_int, scatter_add
 from rnnlab.init import check_scheme, init_bias, init_weight
 
@@ -291,7 +292,7 @@ class Cell:
     def recurrent_grads(self, p: dict[str, Array], prev_h: Array, steps: dict[str, Array], dhw: Array,
                         xp=np) -> dict:
         """Gradients of the recurrent parameters from dhw (T*B, G*H) and prev_h (T*B, H)."""
-        grads = {"W_h": prev_h.T @ dhw} if "W_h" in p else {}
+        grads = {"W_h": projection_matmul(prev_h.T, dhw)} if "W_h" in p else {}
         if "b_h" in p:
             grads["b_h"] = dhw.sum(axis=0)
         return grads
@@ -402,7 +403,7 @@ class Cell:
         if x.ndim == 2:      # token ids: the rows of W_x they looked up receive their pre-activation gradients
             grads = {"W_x": scatter_add(xp.zeros_like(p["W_x"]), x.reshape(-1), dxw2, xp)}
         else:
-            grads = {"W_x": x.reshape(rows, -1).T @ dxw2}
+            grads = {"W_x": projection_matmul(x.reshape(rows, -1).T, dxw2)}
         flat = {name: v.reshape((rows,) + v.shape[2:]) for name, v in steps.items()}
         grads.update(self.recurrent_grads(p, prev_h.reshape(rows, -1), flat, dhw2, xp))
         if "b" in p:

@@ -1,4 +1,4 @@
-"""Which BLAS runs the Numba kernels' per-step products and the readout's products: NumPy's OpenBLAS, or
+"""Which BLAS runs the Numba kernels' per-step products and the products over all T·B rows: NumPy's OpenBLAS, or
 Intel's oneMKL where the ``mkl`` package is installed (``pip install rnnlab[mkl]``), chosen per shape class by
 timing both here.
 
@@ -18,10 +18,12 @@ oneMKL took 1.01–1.52× OpenBLAS's time at every shape tried. Each class is ti
 every core (the ``threaded`` classes, wall time; oneMKL runs on one thread, its sequential layer), and the
 kernels and the readout call, product by product, the provider chosen for the thread count NumPy's BLAS has
 then. The timings are kept per machine (processor, core count, both libraries' versions) in
-``<cache>/blas.json``, so a process reads them instead of timing again. The third
-class is the readout's three products over all T·B rows (``layers.linear`` and its adjoint: on the Intel Xeon
-53% of PTB's step), timed the same way as a model's step runs them (forward, the loss's pass, both backward
-products; ``TIMED_READOUT``): NumPy's ``@`` against oneMKL called through ctypes.
+``<cache>/blas.json``, so a process reads them instead of timing again. Two classes are products over all T·B
+rows, timed the same way as a model's step runs them (forward, a pass over its result, both backward products;
+``TIMED_ROWS``), NumPy's ``@`` against oneMKL called through ctypes: the readout's (``layers.linear`` and its
+adjoint: on the Intel Xeon 53% of PTB's step), and the engines' ``projection``s (x·W_x before the time loop,
+xᵀ·dxw, hᵀ·dhw and dxw·W_xᵀ after it: 45% of the LSTM's step at (35, 20, 200, 200)) of at least
+``PROJECTION_MIN_PRODUCT`` multiply-adds; smaller projections are NumPy's own.
 
 ``RNNLAB_BLAS`` overrides it: ``openblas`` (today's bits: every product as before), ``mkl`` (every class;
 an error where the package is missing), or ``auto`` (the default: the measured choice where ``mkl`` is
@@ -56,7 +58,10 @@ from rnnlab.machine import cache_dir, cpu_cores, processor_name
 ENV = "RNNLAB_BLAS"
 MODES = ("auto", "openblas", "mkl")
 KERNEL_CLASSES = ("small", "large")         # the Numba kernels' per-step products
-PRODUCT_CLASSES = (*KERNEL_CLASSES, "readout")   # and the readout's products over all T·B rows (``readout_matmul``)
+# and the products over all T·B rows: the readout's (``readout_matmul``) and the engines' input projections and
+# weight gradients (``projection_matmul``)
+ROW_CLASSES = ("readout", "projection")
+PRODUCT_CLASSES = (*KERNEL_CLASSES, *ROW_CLASSES)
 THREADED = " threaded"      # a class's name with this: its products while NumPy's BLAS runs on more than one thread
 CLASSES = (*PRODUCT_CLASSES, *(c + THREADED for c in PRODUCT_CLASSES))
 # (batch m, hidden H, gates g) per class: recurrences of the study models and the cell benchmark, whose forward
@@ -67,6 +72,16 @@ TIMED = {"small": ((5, 50, 4), (20, 50, 4), (32, 40, 3), (20, 200, 1), (32, 18, 
 # LSTM (20 × 20 rows, 10,000 words; on an Intel Xeon its readout products were 53% of the step) and the NLU
 # language model (51 × 100 rows, 2,000 words)
 TIMED_READOUT = ((400, 200, 10000), (5100, 50, 2000))
+# (rows T·B, inputs, gates·hidden) of the engines' products over all rows (x·W_x, xᵀ·dxw, dxw·W_xᵀ; hᵀ·dhw is one
+# of the same kind): the cell benchmark's (35, 20, 200, 200) LSTM (PTB's layers) and its largest size's input
+# product; only products of at least ``PROJECTION_MIN_PRODUCT`` multiply-adds are the class's
+TIMED_PROJECTION = ((700, 200, 800), (6400, 88, 1024))
+TIMED_ROWS = {"readout": TIMED_READOUT, "projection": TIMED_PROJECTION}
+# Under it a projection is NumPy's own product whatever the class's provider: there oneMKL called through ctypes
+# lost (the LSTM at (50, 32, 7, 18), products of 8·10⁵ multiply-adds: its step 0.84× as fast), at (2000×50)·(50×200)
+# = 2·10⁷ the two tied (1.005×), and above it oneMKL won (the LSTM's step at (35, 20, 200, 200) 1.075× as fast, at
+# (100, 64, 88, 256) 1.078×; the GRU's 1.06×); Intel Xeon, 1 thread, interleaved, 2026-11-29.
+PROJECTION_MIN_PRODUCT = 30_000_000
 REPEATS = 7                 # interleaved rounds; each round times every recurrence on both providers
 ROUND_SECONDS = 0.01        # per recurrence and provider in a round: steps enough to fill it
 MKL_CBWR_AUTO, MKL_CBWR_STRICT = 2, 0x10000
@@ -97,9 +112,11 @@ class Choice:
                    threads=record.get("threads", 1))
 
     def describe(self, where: str = "here") -> str:
-        classes = ", ".join(f"{c} products in {self.providers[c]}" for c in PRODUCT_CLASSES)
-        threaded = {c: self.providers[c + THREADED] for c in PRODUCT_CLASSES}
-        if threaded != {c: self.providers[c] for c in PRODUCT_CLASSES}:
+        """Each class's provider, in words; a record from before a class existed names the classes it has."""
+        named = [c for c in PRODUCT_CLASSES if c in self.providers]
+        classes = ", ".join(f"{c} products in {self.providers[c]}" for c in named)
+        threaded = {c: self.providers.get(c + THREADED, self.providers[c]) for c in named}
+        if threaded != {c: self.providers[c] for c in named}:
             classes += "; on more threads " + ", ".join(f"{c} in {p}" for c, p in threaded.items())
         how = {"auto": f"timed {where}" + (f" on {self.measured}" if self.measured else ""),
                "openblas": f"{ENV}=openblas", "mkl": f"{ENV}=mkl"}[self.mode]
@@ -188,11 +205,11 @@ def faster(timings: dict[str, dict[str, float]]) -> dict[str, str]:
 
 def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, int], int], threads: int = 1) -> dict:
     """Seconds per class and provider: the median over ``REPEATS`` interleaved rounds of the per-step time
-    summed over the class's recurrences (``TIMED``) or readouts (``TIMED_READOUT``), float32. The classes at one
-    thread in CPU time of this thread, OpenBLAS's products split as the kernels split them there
+    summed over the class's recurrences (``TIMED``) or products over all rows (``TIMED_ROWS``), float32. The classes
+    at one thread in CPU time of this thread, OpenBLAS's products split as the kernels split them there
     (``openblas_blocks``); the threaded classes with NumPy's BLAS on ``threads`` threads, in wall time, whole (oneMKL
-    runs on the calling thread either way); with ``threads`` 1 they are the one-thread timings. OpenBLAS's readout
-    products are NumPy's ``@``, as ``readout_matmul`` runs them."""
+    runs on the calling thread either way); with ``threads`` 1 they are the one-thread timings. OpenBLAS's products
+    over all rows are NumPy's ``@``, as ``readout_matmul`` and ``projection_matmul`` run them."""
     register_timed(sgemm)
     providers = list(sgemm)
     rng = np.random.default_rng(0)
@@ -202,28 +219,28 @@ def time_providers(sgemm: dict[str, int], openblas_blocks: Callable[[int, int, i
             w = (rng.standard_normal((H, g * H)) * 0.05).astype(np.float32)
             steps = max(2, int(ROUND_SECONDS * 50e9 / (4 * m * H * g * H)))
             cases.append((c, m, H, g, w, np.ascontiguousarray(w.T), steps))
-    readouts = [(rng.standard_normal((rows, H)).astype(np.float32),
-                 (rng.standard_normal((H, V)) * 0.05).astype(np.float32)) for rows, H, V in TIMED_READOUT]
-    readout_gemm = {p: None if p == "openblas" else gemm_function(sgemm[p], np.float32) for p in providers}
-    one = _timed_rounds(cases, readouts, readout_gemm, 1, openblas_blocks, time.thread_time)
-    many = one if threads == 1 else _timed_rounds(cases, readouts, readout_gemm, threads, lambda m, n, k: 0,
+    rows = [(c, rng.standard_normal((n, H)).astype(np.float32), (rng.standard_normal((H, V)) * 0.05).astype(np.float32))
+            for c in ROW_CLASSES for n, H, V in TIMED_ROWS[c]]
+    rows_gemm = {p: None if p == "openblas" else gemm_function(sgemm[p], np.float32) for p in providers}
+    one = _timed_rounds(cases, rows, rows_gemm, 1, openblas_blocks, time.thread_time)
+    many = one if threads == 1 else _timed_rounds(cases, rows, rows_gemm, threads, lambda m, n, k: 0,
                                                   time.perf_counter)
     return {**one, **{c + THREADED: by for c, by in many.items()}}
 
 
-def _timed_rounds(cases: list, readouts: list, readout_gemm: dict[str, Callable | None], threads: int,
+def _timed_rounds(cases: list, rows: list, rows_gemm: dict[str, Callable | None], threads: int,
                   openblas_blocks: Callable[[int, int, int], int], clock: Callable[[], float]) -> dict:
     """``time_providers``'s rounds at one thread count: seconds per class of ``PRODUCT_CLASSES`` and provider."""
-    providers = list(readout_gemm)
+    providers = list(rows_gemm)
     rounds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in providers} for c in PRODUCT_CLASSES}
     with threadpool_limits(threads):
         widths = {(m, H, g): {p: (openblas_blocks(m, g * H, H), openblas_blocks(m, H, g * H)) if p == "openblas"
                               else (0, 0) for p in providers} for _, m, H, g, *_ in cases}
-        for p in providers:      # compiled, and the readouts' memory touched and threads started, before the clock
+        for p in providers:      # compiled, and the products' memory touched and threads started, before the clock
             _, m, H, g, w, wt, _ = cases[0]
             _recurrence(*_buffers(m, H, g), w, wt, 1, *widths[m, H, g][p], p == "mkl")
-            for h, w in readouts:
-                _readout_step(readout_gemm[p], h, w, clock)
+            for _, h, w in rows:
+                _rows_step(rows_gemm[p], h, w, clock)
         for _ in range(REPEATS):
             spent = {(c, p): 0.0 for c in PRODUCT_CLASSES for p in providers}
             for c, m, H, g, w, wt, steps in cases:
@@ -232,19 +249,20 @@ def _timed_rounds(cases: list, readouts: list, readout_gemm: dict[str, Callable 
                     started = clock()
                     _recurrence(*buffers, w, wt, steps, *widths[m, H, g][p], p == "mkl")
                     spent[c, p] += (clock() - started) / steps
-            for h, w in readouts:
+            for c, h, w in rows:
                 for p in providers:
                     # the faster of two: a readout step is long enough (0.05–0.2 s) for another process to
                     # take the second core in the middle of it, and OpenBLAS on both cores waits for the slower
-                    spent["readout", p] += min(_readout_step(readout_gemm[p], h, w, clock) for _ in range(2))
+                    spent[c, p] += min(_rows_step(rows_gemm[p], h, w, clock) for _ in range(2))
             for (c, p), seconds in spent.items():
                 rounds[c][p].append(seconds)
     return {c: {p: statistics.median(v) for p, v in by.items()} for c, by in rounds.items()}
 
 
-def _readout_step(gemm: Callable | None, h: np.ndarray, w: np.ndarray, clock: Callable[[], float]) -> float:
-    """Seconds (by ``clock``) of one readout's three products as a model's step runs them: y = h·W, a pass over y
-    (the loss's), dW = hᵀ·dy and dh = dy·Wᵀ, through ``gemm`` (None: NumPy's ``@``, OpenBLAS)."""
+def _rows_step(gemm: Callable | None, h: np.ndarray, w: np.ndarray, clock: Callable[[], float]) -> float:
+    """Seconds (by ``clock``) of one layer's three products over all rows as a model's step runs them: y = h·W, a
+    pass over y (the loss's, or the time loop's), dW = hᵀ·dy and dh = dy·Wᵀ, through ``gemm`` (None: NumPy's ``@``,
+    OpenBLAS)."""
     multiply = (lambda a, b: a @ b) if gemm is None else (lambda a, b: blas_matmul(gemm, a, b))
     started = clock()
     dy = np.exp(multiply(h, w))
@@ -260,12 +278,17 @@ def gemm_function(address: int, dtype: Any) -> Callable:
                             pointer, i64, real, pointer, i64)(address)
 
 
-def blas_matmul(gemm: Callable, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def blas_matmul(gemm: Callable, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a @ b through ``gemm`` (``gemm_function``) for 2-d arrays of its dtype, each C-contiguous or the transpose of
-    one (F-contiguous: passed as a transposed operand, not copied)."""
+    one (F-contiguous: passed as a transposed operand, not copied), into ``out`` (C-contiguous (m, n), that dtype)
+    where given."""
     m, k = a.shape
     n = b.shape[1]
-    out = np.empty((m, n), a.dtype)
+    if out is None:
+        out = np.empty((m, n), a.dtype)
+    elif out.shape != (m, n) or out.dtype != a.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous {a.dtype} array of shape {(m, n)}, got {out.dtype} "
+                         f"{out.shape}")
     if out.size == 0 or k == 0:
         out[...] = 0
         return out

@@ -34,7 +34,7 @@ import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages, through_the_gate
 from rnnlab.cells.base import Cell, Option
-from rnnlab.cells.kernel_blas import kernel_matmul
+from rnnlab.cells.kernel_blas import kernel_matmul, projection_matmul
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_tanh, one_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import matrix_transpose, sigmoid
@@ -120,7 +120,7 @@ def gru_cho_step_backward(p, dstate, cache, prev, xp=np):
 
 def gru_cudnn_recurrent_grads(p, prev_h, steps, dhw, xp=np):
     """W_h's gradient hᵀ dhw over all T·B rows (dhw's n block already carries r), and the recurrent biases'."""
-    grads = {"W_h": prev_h.T @ dhw}
+    grads = {"W_h": projection_matmul(prev_h.T, dhw)}
     if "b_h" in p:
         grads["b_h"] = dhw.sum(axis=0)
     if "b_hn" in p:

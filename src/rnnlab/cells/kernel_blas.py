@@ -48,6 +48,8 @@ from threadpoolctl import ThreadpoolController
 
 from rnnlab.cells.blas_provider import (
     KERNEL_CLASSES,
+    PROJECTION_MIN_PRODUCT,
+    ROW_CLASSES,
     THREADED,
     blas_matmul,
     choose,
@@ -204,22 +206,38 @@ llvm.add_symbol("rnnlab_blas_threads", _THREADS or _one_thread())
 _SPLIT_THREADS = types.ExternalFunction("rnnlab_split_threads", types.int32())
 _BLAS_THREADS = types.ExternalFunction("rnnlab_blas_threads", types.int32())
 numpy_blas_threads = ctypes.CFUNCTYPE(ctypes.c_int32)(_THREADS) if _THREADS else (lambda: 1)
-_READOUT_GEMM = {threaded: ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d)
+# per class over all rows and thread count (more than one: True), oneMKL's gemm by dtype where it serves them
+_ROWS_GEMM = {c: {threaded: ({np.dtype(d): gemm_function(_MKL_GEMM[kind], d)
                              for kind, d in (("s", np.float32), ("d", np.float64))}
-                            if CHOICE.providers["readout" + (THREADED if threaded else "")] == "mkl" else {})
-                 for threaded in (False, True)}
+                            if CHOICE.providers[c + (THREADED if threaded else "")] == "mkl" else {})
+                  for threaded in (False, True)} for c in ROW_CLASSES}
+
+
+def _rows_matmul(products: str, a, b, out=None):
+    """a @ b (into ``out`` where given) by the provider chosen for ``products`` (a class of ``ROW_CLASSES``) at
+    NumPy's BLAS's thread count now: NumPy's product (OpenBLAS: the same call and bits as before), or oneMKL's
+    ``cblas_?gemm`` for 2-d NumPy float arrays of one dtype, each C-contiguous or a transposed one. Anything else
+    (JAX arrays, other layouts) is NumPy's or the array's own ``@``."""
+    served = _ROWS_GEMM[products][numpy_blas_threads() > 1]
+    gemm = served.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
+    if gemm is None or not (isinstance(b, np.ndarray) and b.dtype == a.dtype and is_operand(a) and is_operand(b)):
+        return a @ b if out is None else np.matmul(a, b, out=out)
+    return blas_matmul(gemm, a, b, out)
 
 
 def readout_matmul(a, b):
     """a @ b for the readout's products over all T·B rows (``layers.linear`` and its adjoint), by the provider
-    chosen for them at NumPy's BLAS's thread count now (one, or more: the readout's two classes): NumPy's ``@``
-    (OpenBLAS: the same call and bits as before), or oneMKL's ``cblas_?gemm`` for 2-d NumPy float arrays of one
-    dtype, each C-contiguous or a transposed one. Anything else (JAX arrays, other layouts) is ``a @ b``."""
-    served = _READOUT_GEMM[numpy_blas_threads() > 1]
-    gemm = served.get(getattr(a, "dtype", None)) if isinstance(a, np.ndarray) else None
-    if gemm is None or not (isinstance(b, np.ndarray) and b.dtype == a.dtype and is_operand(a) and is_operand(b)):
-        return a @ b
-    return blas_matmul(gemm, a, b)
+    chosen for them (``_rows_matmul``)."""
+    return _rows_matmul("readout", a, b)
+
+
+def projection_matmul(a, b, out=None):
+    """a @ b for an engine's products over all T·B rows (the input projection x·W_x, its adjoint dxw·W_xᵀ, the
+    weight gradients xᵀ·dxw and hᵀ·dhw), into ``out`` where given: by the provider chosen for them
+    (``_rows_matmul``) from ``PROJECTION_MIN_PRODUCT`` multiply-adds up, NumPy's own product under it."""
+    if a.shape[-2] * a.shape[-1] * b.shape[-1] < PROJECTION_MIN_PRODUCT:
+        return a @ b if out is None else np.matmul(a, b, out=out)
+    return _rows_matmul("projection", a, b, out)
 
 
 def splits_products() -> bool:

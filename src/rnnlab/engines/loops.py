@@ -16,6 +16,8 @@ Every function is pure and takes the array namespace ``xp`` (NumPy or jax.numpy)
 
 from __future__ import annotations
 
+from rnnlab.cells.kernel_blas import projection_matmul
+
 
 def new_carry(shape_bh: tuple, k: int | None, components: int, dtype, xp) -> tuple:
     """Zero deltas for each state component: (B, H), or (k + 1, B, H) with ages."""
@@ -66,7 +68,7 @@ def project_input(p: dict, x, xp):
     """x W_x + b for all T steps as one matmul: (T, B, I) → (T, B, G·H); for token ids (T, B), which
     stand for one-hot rows, the same product is a row lookup of W_x."""
     T, B = x.shape[:2]
-    xw = p["W_x"][x] if x.ndim == 2 else (x.reshape(T * B, -1) @ p["W_x"]).reshape(T, B, -1)
+    xw = p["W_x"][x] if x.ndim == 2 else projection_matmul(x.reshape(T * B, -1), p["W_x"]).reshape(T, B, -1)
     return xw + p["b"] if "b" in p else xw
 
 
@@ -75,7 +77,7 @@ def input_gradient(p: dict, dxw, x):
     if x.ndim == 2:
         return None
     T, B, _ = dxw.shape
-    return (dxw.reshape(T * B, -1) @ p["W_x"].T).reshape(T, B, -1)
+    return projection_matmul(dxw.reshape(T * B, -1), p["W_x"].T).reshape(T, B, -1)
 
 
 def shaped_like_h0(dstate0: tuple):

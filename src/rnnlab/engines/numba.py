@@ -33,6 +33,7 @@ import threading
 import numpy as np
 
 from rnnlab.cells.cache import Cache
+from rnnlab.cells.kernel_blas import projection_matmul
 from rnnlab.cells.kernel_math import flush_subnormals, restore_float_control
 from rnnlab.engines import loops
 
@@ -78,7 +79,7 @@ def _forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tup
     if x.ndim == 2:      # token ids for one-hot rows: the projection is a row lookup
         np.take(p["W_x"], x.reshape(-1), axis=0, out=xw.reshape(T * B, -1))
     else:
-        np.matmul(x.reshape(T * B, -1), p["W_x"], out=xw.reshape(T * B, -1))
+        projection_matmul(x.reshape(T * B, -1), p["W_x"], out=xw.reshape(T * B, -1))
     if "b" in p:
         xw += p["b"]
     states, steps = cell.fused_forward(p, xw, tuple(np.ascontiguousarray(s) for s in state0),
