@@ -380,13 +380,16 @@ class TrialStore:
                    "seconds": (int, float, type(None)), "status": str, "error": str}
 
     def record(self, trial: Trial) -> dict | None:
-        """The trial's stored record, or None; a damaged one raises ValueError naming its file."""
+        """The trial's stored record, or None; a damaged one (a key or type missing, or another trial's id or
+        searched names: the CSV's columns are the sweep's) raises ValueError naming its file."""
         record = self.jobs.done(trial.id)
         keys = self.RECORD_KEYS.items()
-        if record is not None and not all(k in record and isinstance(record[k], t) for k, t in keys):
-            raise ValueError(f"{self.path(trial) / self.jobs.marker}: not a trial record (expected "
-                             f"{', '.join(self.RECORD_KEYS)}); move the trial's folder away, or pass --force to "
-                             "train every trial again")
+        if record is not None and not (all(k in record and isinstance(record[k], t) for k, t in keys)
+                                       and record["id"] == trial.id and set(record["values"]) == set(trial.values)):
+            raise ValueError(f"{self.path(trial) / self.jobs.marker}: not this trial's record (expected "
+                             f"{', '.join(self.RECORD_KEYS)}, id {trial.id} and the values of "
+                             f"{', '.join(sorted(trial.values)) or 'no searched setting'}); move the trial's folder "
+                             "away, or pass --force to train every trial again")
         return record
 
     def forget(self, trial: Trial) -> None:
