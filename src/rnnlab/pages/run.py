@@ -57,8 +57,9 @@ def study_page(results: StudyResults, exp_dir: Path) -> Page:
         blocks.append(Paragraph("**Quick mode**: data and epochs were shrunk so this ran in seconds. These numbers "
                                 "check that the pipeline works; they are not the study's results.", "warning"))
     blocks.append(Paragraph(seeds_sentence(results)))
-    if results.products():
-        blocks.append(Paragraph(f"Matrix products: {'; '.join(results.products())}."))
+    products = results.products()
+    if products:
+        blocks.append(Paragraph(f"Matrix products: {'; '.join(products)}."))
     verdicts = verdict_tables(results)
     if verdicts:
         blocks += [Heading("Verdicts", anchor="verdicts"), Paragraph(VERDICT_LEGEND, show=ON_PAGES),
