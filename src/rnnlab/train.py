@@ -18,7 +18,6 @@ epoch, batch and parameter; the last checkpoint written stays as it was.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -34,7 +33,7 @@ import numpy as np
 
 from rnnlab.common import RowGradient
 from rnnlab.engines.threads import blas_threads, choose_threads, threads_for
-from rnnlab.files import atomic_write, read_json
+from rnnlab.files import append_text, atomic_write, csv_text, read_json, write_text
 from rnnlab.models import STEP_HEADS, RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
@@ -221,8 +220,7 @@ class RunFolder:
         if len(history) == 1 or not (self.path / METRICS).exists():
             self.write_metrics(history)
         else:
-            with open(self.path / METRICS, "a", newline="") as f:
-                csv.DictWriter(f, fieldnames=list(row)).writerow(row)
+            append_text(self.path / METRICS, csv_text([row], header=False), own_line=True)
 
     def save(self, model: RecurrentModel, optimizer: Any, meta: dict, best: dict | None) -> None:
         save_checkpoint(self.checkpoint, model, optimizer, meta, best)
@@ -320,11 +318,7 @@ def _first_non_finite(arrays: dict[str, np.ndarray]) -> str | None:
 
 
 def write_metrics(path: Path, history: list[dict]) -> None:
-    fields = list(history[0]) if history else []
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(history)
+    write_text(path, csv_text(history))
 
 
 def training_threads(model: RecurrentModel, batch_size: int, threads: int | None = None) -> int:

@@ -3,6 +3,7 @@ returns its path."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from rnnlab.files import write_bytes  # noqa: E402
 
 COLORS = {"rnn": "#d62728", "gru": "#1f77b4", "lstm": "#2ca02c"}
 
@@ -23,11 +26,15 @@ def _color(name: str):
 
 
 def save_figure(fig, path: str | Path) -> Path:
+    """``fig`` as a PNG at ``path``: rendered to bytes in memory, then written through ``files.write_bytes``
+    (matplotlib's ``savefig`` to a path would follow a link there)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
+    write_bytes(path, buffer.getvalue())
     return path
 
 

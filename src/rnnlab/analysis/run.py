@@ -3,7 +3,6 @@ and by the experiments. Each function returns the numbers it computed and the pa
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,13 @@ from rnnlab.analysis.dynamics import classify_units, jacobian_spectrum, lyapunov
 from rnnlab.analysis.gradients import bptt_depth, gradient_distribution, gradient_flow
 from rnnlab.data import reber
 from rnnlab.data.containers import Batch
+from rnnlab.files import csv_text, write_text
 from rnnlab.models import RecurrentModel
 
 
 def write_csv(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_text(path, csv_text(rows))
     return path
 
 
@@ -65,7 +62,7 @@ def write_gradient_distribution(models: dict[str, RecurrentModel], data, out: Pa
     summary = {name: d["summary"] for name, d in dists.items()}
     path = out / "gradient_distribution.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2))
+    write_text(path, json.dumps(summary, indent=2))
     files = [path, plots.plot_gradient_distribution(dists, out / "gradient_distribution.png")]
     return {"summary": summary, "files": files}
 
@@ -126,6 +123,6 @@ def write_dynamics(models: dict[str, RecurrentModel], x: np.ndarray, out: Path) 
                          "lyapunov_exponent": float(lyap["exponent"].mean())}
     files.append(plots.plot_jacobian_spectrum(spectra, out / "jacobian_spectrum.png"))
     path = out / "dynamics.json"
-    path.write_text(json.dumps(summary, indent=2))
+    write_text(path, json.dumps(summary, indent=2))
     files.append(path)
     return {"summary": summary, "files": files}

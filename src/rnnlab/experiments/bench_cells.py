@@ -66,7 +66,7 @@ from rnnlab.experiments.statistics import (
     t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
-from rnnlab.files import hold, is_number, is_whole, read_json, record_json
+from rnnlab.files import hold, is_number, is_whole, read_json, record_json, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.metrics import metric as metric_info
 
@@ -556,7 +556,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
             compute_seconds=study.compute_seconds + sum(r["metrics"].get("seconds_total", r["seconds"] or 0.0)
                                                         for r in searched),
             trials=plan.trials, search_space={k: list(v) for k, v in plan.search_space.items()})
-        (out / "results.json").write_text(results.to_json())
+        write_text(out / "results.json", results.to_json())
         return results
 
 

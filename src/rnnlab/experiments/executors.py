@@ -29,7 +29,7 @@ from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
 from rnnlab.engines.threads import blas_threads
 from rnnlab.experiments.results import run_metrics
 from rnnlab.experiments.settings import SPLITS, build, run_record, train_config
-from rnnlab.files import atomic_write, read_json, read_json_lines
+from rnnlab.files import append_text, atomic_write, read_json, read_json_lines
 from rnnlab.machine import cpu_cores
 from rnnlab.train import RESULT, RunFolder
 
@@ -420,14 +420,7 @@ def progress_bar(total: int, enabled: bool):
 def log_call(folder: str | Path, call: dict[str, Any]) -> list[dict[str, Any]]:
     """Append one call to ``folder/calls.jsonl`` and return every call logged there, so that the
     wall time of a sweep or a study run over several sessions adds up."""
-    path = Path(folder) / "calls.jsonl"
-    with open(path, "a+b") as log:
-        log.seek(0, os.SEEK_END)
-        if log.tell():          # a cut-off last line must not swallow this one
-            log.seek(-1, os.SEEK_END)
-            if log.read(1) != b"\n":
-                log.write(b"\n")
-        log.write((json.dumps(call) + "\n").encode())
+    append_text(Path(folder) / "calls.jsonl", json.dumps(call) + "\n", own_line=True)
     return read_calls(folder)
 
 

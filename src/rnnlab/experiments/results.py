@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells.blas_provider import Choice
-from rnnlab.files import is_number
+from rnnlab.files import is_number, parse_json, read_record_text, write_text
 
 SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
 RUN_COLUMNS = ("key", "group", "label", "seed")     # a run's identity in runs.csv; every other column is a metric
@@ -178,10 +178,7 @@ class StudyResults:
     @classmethod
     def from_json(cls, text: str, where: str | Path = "results.json") -> StudyResults:
         """Read results.json; one written by another schema is refused, naming the file and the fix."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not readable as JSON ({err})") from None
+        data = parse_json(text, str(where))
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object of study results")
         schema = data.get("schema", 1)
@@ -205,13 +202,13 @@ class StudyResults:
     @classmethod
     def load(cls, path: str | Path) -> StudyResults:
         try:
-            text = Path(path).read_text()
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not readable as JSON ({err})") from None
+            text = read_record_text(path)
+        except ValueError as err:
+            raise ValueError(f"{path}: not readable as JSON ({str(err).removeprefix(f'{path}: ')})") from None
         return cls.from_json(text, path)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json())
+        write_text(path, self.to_json())
 
 
 @dataclass

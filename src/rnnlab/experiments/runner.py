@@ -8,7 +8,6 @@ the task's study settings and the experiment's overrides; nothing here trains by
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import functools
 import json
@@ -37,7 +36,7 @@ from rnnlab.experiments.settings import (
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
-from rnnlab.files import SET_ASIDE, hold, set_aside
+from rnnlab.files import SET_ASIDE, csv_text, hold, set_aside, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.train import RunFolder, timed_epoch
 from rnnlab.version import __version__
@@ -339,10 +338,7 @@ def _write_results(exp_dir: Path, results: StudyResults) -> None:
     log_call(exp_dir, {"command": results.command, "date": results.date, "seconds": results.seconds,
                        "trained_now": results.trained_now})
     columns = ["key", "group", "label", "seed", "num_params"] + [m for m in results.metrics if m != "num_params"]
-    with open(exp_dir / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(r.row() for r in results.runs)
+    write_text(exp_dir / "results.csv", csv_text([{c: r.row().get(c) for c in columns} for r in results.runs]))
 
 
 def _undecided_keys(claims: list[Claim], decided: dict[str, Any]) -> set[str]:

@@ -21,7 +21,7 @@ from rnnlab.common import optional_float, to_bool
 from rnnlab.data.tasks import TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
-from rnnlab.files import is_number
+from rnnlab.files import is_number, read_record_text
 from rnnlab.init import INIT_SCHEMES
 from rnnlab.optim import OPTIMIZERS, SCHEDULES
 from rnnlab.train import TrainConfig, load_checkpoint, load_params
@@ -35,11 +35,15 @@ def read_toml(path: str | Path | None = None, *, text: str | None = None, where:
         import tomli as tomllib
     where = where or str(path)
     try:
-        data = tomllib.loads(Path(path).read_text() if text is None else text)
+        data = tomllib.loads(read_record_text(path) if text is None else text)
     except FileNotFoundError:
         raise ValueError(f"{where}: no such file") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{where}: not valid TOML ({err})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to be a settings file; not read") from None
+    except ValueError as err:
+        raise ValueError(f"{where}: {str(err).removeprefix(f'{path}: ')}") from None
     return data
 
 

@@ -58,7 +58,7 @@ from rnnlab.experiments.runner import STOP, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
-from rnnlab.files import atomic_write, hold, is_number, is_whole
+from rnnlab.files import atomic_write, hold, is_number, is_whole, read_record_text
 from rnnlab.metrics import is_count
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "logint", "one_minus_loguniform", "choice")
@@ -359,7 +359,7 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"sweep file {path}: no such file")
-    return parse_sweep(path.read_text(), str(path))
+    return parse_sweep(read_record_text(path), str(path))
 
 
 # -- the store ------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rnnlab.files import publish_files
+from rnnlab.files import publish_files, write_text
 from rnnlab.page import PAGE_JSON, Page, markdown, page_json_data, page_to_dict, read_page_json
 
 
@@ -25,8 +25,8 @@ def write_page(page: Page, markdown_path: Path, json_path: Path, source: str | N
     """A published page: its data (``page.json``, with the file it was made from, ``source``) and its Markdown,
     rendered from the same ``Page``."""
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(page_json_text(page, source))
-    markdown_path.write_text(markdown(page))
+    write_text(json_path, page_json_text(page, source))
+    write_text(markdown_path, markdown(page))
     return markdown_path
 
 
@@ -57,7 +57,7 @@ def publish_with_results(page: Page, results_json: str, target: str | Path, writ
 def write_results_page(page: Page, results_json: str, out_dir: str | Path, name: str) -> str:
     """A command's ``results.json`` and its page ``name`` in ``out_dir``; returns the page's Markdown."""
     out_dir = Path(out_dir)
-    (out_dir / "results.json").write_text(results_json)
+    write_text(out_dir / "results.json", results_json)
     text = markdown(page)
-    (out_dir / name).write_text(text)
+    write_text(out_dir / name, text)
     return text

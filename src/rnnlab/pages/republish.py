@@ -9,7 +9,6 @@ today's.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from rnnlab.experiments import importance
 from rnnlab.experiments.greff import GreffResults
 from rnnlab.experiments.studies import EXPERIMENTS
-from rnnlab.files import MANIFEST, files_under, read_manifest
+from rnnlab.files import MANIFEST, copy_tree_regular, files_under, read_manifest
 from rnnlab.page import PAGE_JSON
 from rnnlab.pages.bench import republish_bench
 from rnnlab.pages.greff import republish_greff
@@ -91,7 +90,7 @@ def would_change(page: PublishedPage, dest: str | Path) -> list[str]:
     file of ``dest`` that its copy's file stands for."""
     with tempfile.TemporaryDirectory(prefix="rnnlab-republish-") as scratch:
         copy = Path(scratch) / "results"
-        shutil.copytree(dest, copy, symlinks=True)
+        copy_tree_regular(dest, copy)
         try:
             return republish(page, copy, stands_in=dest)
         except ValueError as err:

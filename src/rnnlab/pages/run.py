@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rnnlab.experiments.results import StudyResults
+from rnnlab.files import write_text
 from rnnlab.metrics import metric_label
 from rnnlab.page import ON_PAGES, Block, Figure, Heading, Items, Page, Paragraph, Table, markdown
 from rnnlab.page import html as html_page
@@ -81,13 +82,13 @@ def study_page(results: StudyResults, exp_dir: Path) -> Page:
 
 def write_markdown(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.md"
-    path.write_text(markdown(study_page(results, exp_dir)))
+    write_text(path, markdown(study_page(results, exp_dir)))
     return path
 
 
 def write_html(results: StudyResults, exp_dir: Path) -> Path:
     path = exp_dir / "report.html"
-    path.write_text(html_page(study_page(results, exp_dir), exp_dir))
+    write_text(path, html_page(study_page(results, exp_dir), exp_dir))
     return path
 
 

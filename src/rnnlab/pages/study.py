@@ -3,7 +3,6 @@ first, republished from the runs and the page as data kept beside it."""
 
 from __future__ import annotations
 
-import csv
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
 from rnnlab.experiments.statistics import ALPHA, expected_max_band, seeds_to_decide
-from rnnlab.files import inside, read_csv, staged_publish
+from rnnlab.files import copy_regular, csv_text, inside, read_csv, staged_publish, write_text
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
 from rnnlab.pages.format import (
@@ -307,10 +306,7 @@ def copy_search_trials(search_dir: Path, target: Path) -> Path | None:
     if not rows:
         return None
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(target, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_text(target, csv_text([{c: row.get(c) for c in columns} for row in rows]))
     return target
 
 
@@ -471,7 +467,7 @@ def _figure_blocks(variants: dict[str, Variant], folders: dict[str, Path], figur
             twin = figures_dir / target.name.removeprefix("tuned-")
             if label == TUNED and twin.is_file() and twin.read_bytes() == source.read_bytes():
                 continue    # the same plot either way (an analysis of untrained cells)
-            shutil.copyfile(source, target)
+            copy_regular(source, target, folders[label])
             figures += [Heading(f"{f['title']} ({label})", 3), Figure(f"{name}/{target.name}", f["title"],
                                                                       f["caption"], heading=False)]
     return [Heading("Figures"), *figures] if figures else []
@@ -497,7 +493,7 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
     for label in variants:   # what a reader needs to recompute every verdict below
         target = figures_dir / RUNS_CSV[label]
         if label in folders:
-            shutil.copyfile(folders[label] / "results.csv", target)
+            copy_regular(folders[label] / "results.csv", target, folders[label])
         per_run.append(f"[{label}]({name}/{target.name})")
     blocks.append(Paragraph(f"Every run's final metrics, one row per seed (the verdicts are computed from these): "
                             f"{' · '.join(per_run)}."))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.experiments.results import SweepResults
-from rnnlab.files import read_csv, staged_publish
+from rnnlab.files import copy_regular, read_csv, staged_publish, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
@@ -165,8 +165,8 @@ def write_sweep_report(summary: SweepResults, out_dir: str | Path) -> tuple[Path
     out_dir = Path(out_dir)
     page = sweep_page(summary, sweep_figures(summary, out_dir))
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    md_path.write_text(markdown(page))
-    html_path.write_text(html_page(page, out_dir))
+    write_text(md_path, markdown(page))
+    write_text(html_path, html_page(page, out_dir))
     return html_path, md_path
 
 
@@ -266,9 +266,9 @@ def _write_published_sweep(summary: SweepResults, out_dir: Path, stage: Path, de
     if (stage / "figures").exists():
         shutil.rmtree(stage / "figures")     # the staging copy's: what the sweep plots now replaces them
     (stage / "figures").mkdir(parents=True)
-    for figure in (out_dir / "figures").glob("*.png"):
-        shutil.copyfile(figure, stage / "figures" / figure.name)
-    shutil.copyfile(out_dir / "trials.csv", stage / "trials.csv")
+    for figure in (out_dir / "figures").glob("*.png"):      # regular files only: never what a link points to
+        copy_regular(figure, stage / "figures" / figure.name, out_dir)
+    copy_regular(out_dir / "trials.csv", stage / "trials.csv", out_dir)
     calls = [c for c in summary.calls if c["trained_now"]]
     source = Path(summary.source)
     link = os.path.relpath(source.resolve(), dest.resolve()) if source.is_file() else str(source)
