@@ -82,6 +82,25 @@ def refuse_link(path: str | Path, root: str | Path | None = None) -> Path:
     return path
 
 
+def folder_in(root: str | Path, *parts: str) -> Path:
+    """The folder ``root/parts…``, each level created if missing; a level that is a link or not a folder is
+    refused (UnsafePath naming it), so that what is written into it stays inside ``root``."""
+    folder = Path(root)
+    for part in parts:
+        folder = folder / part
+        try:
+            folder.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise ValueError(f"{folder}: cannot be created ({err.strerror or err})") from None
+        if os.path.islink(folder):
+            raise UnsafePath(f"{folder}: a symbolic link (to {os.readlink(folder)}); {LINK_ADVICE}")
+        if not folder.is_dir():
+            raise UnsafePath(f"{folder}: not a folder; nothing was written into it")
+    return folder
+
+
 def _umask() -> int:
     """The process's umask, read without setting it where Linux shows it (setting and restoring it races
     with other threads creating files)."""
@@ -450,6 +469,9 @@ def read_manifest(dest: str | Path) -> dict[str, tuple[str, str | None]] | None:
     """The files rnnlab published into ``dest``: relative path → (who wrote it: "study reber", "sweep
     FILE"; the sha256 of what it wrote), or None when the folder holds no manifest."""
     path = Path(dest) / MANIFEST
+    if os.path.islink(path):
+        raise UnsafePath(f"{path}: a symbolic link; a manifest says which files rnnlab may replace, so it is read only "
+                         "where it is the folder's own file")
     if not path.is_file():
         return None
     files = read_json(path).get("files")
@@ -480,7 +502,9 @@ def _owned(manifest: dict[str, tuple[str, str | None]], folder: Path, rel: str, 
     """Whether ``rel`` is a file ``owner`` published in ``folder`` and nobody changed since: a manifest is data
     that travels with the folder, so its word alone never lets rnnlab replace or remove a file."""
     entry = manifest.get(rel)
-    return entry is not None and entry[0] == owner and entry[1] is not None and entry[1] == sha256_of(folder / rel)
+    path = folder / rel
+    return (entry is not None and entry[0] == owner and entry[1] is not None and not os.path.islink(path)
+            and path.is_file() and entry[1] == sha256_of(path))
 
 
 def check_publish_folder(dest: str | Path) -> Path:
@@ -668,10 +692,11 @@ def settle_publish(folder: str | Path) -> str | None:
             manifest = read_manifest(folder) or {}
             staged = {rel for rel in journal["write"] if os.path.isfile(stage / rel)}
             # files still staged replace only the writer's own; removals only the writer's own, unchanged
-            journal["remove"] = [rel for rel in journal["remove"] if _owned(manifest, folder, rel, journal["owner"])]
-            moved_manifest = not os.path.isfile(stage / MANIFEST)
-            if not moved_manifest:
-                _refuse_theirs(folder, manifest, dict.fromkeys(staged), [], journal["owner"])
+            journal["remove"] = [rel for rel in journal["remove"] if not os.path.lexists(folder / rel)
+                                 or _owned(manifest, folder, rel, journal["owner"])]
+            if staged and not os.path.isfile(stage / MANIFEST):
+                raise ValueError("its files are staged without their manifest")    # the manifest moves last
+            _refuse_theirs(folder, manifest, dict.fromkeys(staged), [], journal["owner"])
             _complete(folder, journal)
             done = f"completed the publish by {journal['owner']} that was cut off ({journal.get('started', '?')})"
         except (ValueError, KeyError, TypeError) as err:

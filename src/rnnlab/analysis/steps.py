@@ -30,6 +30,7 @@ from rnnlab.analysis.run import (
 )
 from rnnlab.cells.registry import cell_title
 from rnnlab.data.tasks import get_task
+from rnnlab.files import folder_in
 from rnnlab.metrics import metric as metric_info
 from rnnlab.train import evaluate
 
@@ -64,7 +65,8 @@ def run_steps(steps: list, ctx: Any) -> Findings:
 
 
 def out_dir(ctx: Any) -> Path:
-    return Path(ctx.exp_dir) / "analysis"
+    """The study's analysis folder, refused where it is a link (a received folder's could point anywhere)."""
+    return folder_in(ctx.exp_dir, "analysis")
 
 
 def load_models(ctx: Any, models: dict[str, str]) -> tuple[Any, dict[str, Any]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rnnlab.experiments.results import SweepResults
-from rnnlab.files import copy_regular, read_csv, staged_publish, write_text
+from rnnlab.files import copy_regular, folder_in, read_csv, staged_publish, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.metrics import is_count
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Page, Paragraph, Table, markdown, replace_section, section
@@ -94,7 +94,8 @@ def sweep_figures(summary: SweepResults, out_dir: Path) -> list[dict[str, str]]:
             xs.append(r["values"][name])
             ys.append(r["metrics"][summary.metric])
         log_axis = name in summary.log_axes or _spans_decades([r["values"][name] for r in ok])
-        path = plot_metric_against_setting(points, out_dir / "figures" / f"{summary.metric}-vs-{name}.png", name,
+        figure = folder_in(out_dir, "figures") / f"{summary.metric}-vs-{name}.png"
+        path = plot_metric_against_setting(points, figure, name,
                                            summary.metric, f"{summary.metric} against {name}",
                                            logx=log_axis)
         log_note = f"Log axis: {name} spans decades. " if log_axis else ""
