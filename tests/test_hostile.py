@@ -5,6 +5,7 @@ as it is after, never between), and two publishes into one folder keep both page
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -319,3 +320,202 @@ def test_a_hostile_journal_cannot_make_rnnlab_replace_or_remove_another_s_file(t
     assert done and "rolled back" in done
     assert (dest / "notes.txt").read_text() == "a reader's notes" and (dest / "other.md").read_text() == "another page"
     assert not stage.exists() and not (dest / JOURNAL).exists()
+
+
+# -- stored settings are checked as the command line's are -------------------------------------------------
+
+def _stored_setting(checkpoint: Path, **change) -> None:
+    import numpy as np
+
+    from rnnlab.train import load_checkpoint
+
+    arrays, meta = load_checkpoint(checkpoint)
+    for key, value in change.items():
+        if key.startswith("task_options."):
+            meta["run"]["settings"].setdefault("task_options", {})[key.split(".", 1)[1]] = value
+        else:
+            meta["run"]["settings"][key] = value
+    np.savez(checkpoint, meta=np.array(json.dumps(meta)), **arrays)
+
+
+@pytest.mark.parametrize("change, message", [({"clip": -1}, "invalid value -1 for clip"),
+                                             ({"lr": float("nan")}, "invalid value nan for lr"),
+                                             ({"batch_size": 0}, "invalid value 0 for batch_size"),
+                                             ({"task_options.n_test": 10**10}, "task_options.n_test"),
+                                             ({"epochs": "many"}, "invalid value 'many' for epochs")])
+def test_a_resumed_or_evaluated_checkpoint_s_stored_settings_are_range_checked(tmp_path, capsys, change, message):
+    """A checkpoint's settings are data from whoever sent the folder: --resume and evaluate refuse a value the
+    command line would refuse (a clip of −1 ascended the gradient), naming the checkpoint and the setting."""
+    from rnnlab.train import CHECKPOINT
+
+    out = tmp_path / "run"
+    code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "3", "--epochs", "1", "--engine", "numpy",
+                       "--quiet", "--out", out)
+    assert code == 0, err
+    _stored_setting(out / CHECKPOINT, **change)
+    before = (out / CHECKPOINT).read_bytes()
+    for command in (["train", "--resume", "--epochs", "2", "--quiet", "--out", out],
+                    ["evaluate", "--checkpoint", out / CHECKPOINT]):
+        code, _, err = cli(capsys, *command)
+        assert code == 2 and message in err and str(out / CHECKPOINT) in err and len(err.splitlines()) == 1, err
+    assert (out / CHECKPOINT).read_bytes() == before
+
+
+# -- impossible numbers are refused where they are read ----------------------------------------------------
+
+@pytest.mark.parametrize("value, why", [(float("nan"), "nan is not a measurement"),
+                                        (float("inf"), "inf is not a measurement"),
+                                        (1.5, "outside the range of a rate")])
+def test_an_impossible_number_in_a_stored_result_is_refused_naming_the_file(stored, tmp_path, capsys, monkeypatch,  # noqa: F811
+                                                                           value, why):
+    _tiny(monkeypatch)
+    out = tmp_path / "runs"
+    shutil.copytree(stored / "runs", out)
+    result = out / "tiny" / "jobs" / "rnn-s0" / "result.json"
+    record = json.loads(result.read_text())
+    record["test_accuracy"] = value
+    result.write_text(json.dumps(record))
+    before = (out / "tiny" / "results.json").read_bytes()
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    assert code == 2 and f"{result}: test_accuracy = " in err and why in err, err
+    assert (out / "tiny" / "results.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf", "7"])
+def test_an_impossible_number_in_a_published_runs_csv_is_refused_naming_file_and_line(published, tmp_path, capsys,  # noqa: F811
+                                                                                      monkeypatch, value):
+    _tiny(monkeypatch)
+    dest = tmp_path / "docs"
+    shutil.copytree(published / "docs", dest)
+    runs = dest / "tiny" / "runs.csv"
+    lines = runs.read_text().splitlines()
+    header = lines[0].split(",")
+    row = lines[1].split(",")
+    row[header.index("test_accuracy")] = value
+    runs.write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n")
+    for check in ([], ["--check"]):
+        code, _, err = cli(capsys, "republish", dest, *check)
+        assert code == 2 and f"{runs}: line 2" in err and "test_accuracy" in err, err
+
+
+def test_a_bench_part_with_an_impossible_value_or_count_is_refused_before_merging(tmp_path, capsys):
+    from rnnlab.experiments.bench_cells import BenchResults
+
+    code, _, err = cli(capsys, "bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--workers", "1", "--out",
+                       tmp_path / "part")
+    assert code == 0, err
+    good = json.loads((tmp_path / "part" / "results.json").read_text())
+    for damage, message in ((lambda d: d["rows"][0]["values"].__setitem__(0, float("nan")), "holds a value nan"),
+                            (lambda d: d["rows"][0].__setitem__("failed", 5), "counts 5 failed runs of")):
+        data = json.loads(json.dumps(good))
+        damage(data)
+        part = tmp_path / "bad.json"
+        part.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=message):
+            BenchResults.load(part)
+        code, _, err = cli(capsys, "bench-cells", "--merge", part, "--out", tmp_path / "merged")
+        assert code == 2 and str(part) in err and message.split(" of")[0] in err, err
+        assert not (tmp_path / "merged" / "results.json").exists()
+
+
+# -- bounded input -------------------------------------------------------------------------------------------
+
+def test_a_checkpoint_declaring_more_than_it_holds_or_than_the_bound_is_refused_before_reading(tmp_path):
+    import zipfile
+
+    import numpy as np
+
+    from rnnlab.train import load_checkpoint, read_npz
+
+    lying = tmp_path / "lying.npz"
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f8", "fortran_order": False, "shape": (10**9,)})
+    with zipfile.ZipFile(lying, "w") as archive:
+        archive.writestr("meta.npy", _npy(np.array("{}")))
+        archive.writestr("param/x.npy", buffer.getvalue() + b"\0" * 64)
+    with pytest.raises(ValueError, match=r"checkpoint .*lying.npz: .*declares \(1000000000,\) float64"):
+        load_checkpoint(lying)
+    bomb = tmp_path / "bomb.npz"         # 8 MB of zeros, deflated to a few KB
+    np.savez_compressed(bomb, meta=np.array("{}"), x=np.zeros(10**6))
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(ValueError, match="declare 8,000,.* bytes, more than the 1,000,000"):
+        read_npz(bomb, bound=1_000_000)
+    objects = tmp_path / "objects.npz"
+    with zipfile.ZipFile(objects, "w") as archive:
+        archive.writestr("meta.npy", _npy(np.array([{"a": 1}], dtype=object)))
+    with pytest.raises(ValueError, match="Python objects"):
+        load_checkpoint(objects)
+
+
+def _npy(array) -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["json", "toml", "jsonl"])
+def test_records_nested_100000_deep_are_one_line_naming_the_file(tmp_path, capsys, kind):
+    from rnnlab.experiments.executors import read_calls
+    from rnnlab.experiments.settings import read_toml
+
+    deep = "[" * 100_000 + "]" * 100_000
+    if kind == "json":
+        (tmp_path / "result.json").write_text(deep)
+        with pytest.raises(ValueError, match="result.json: nested too deeply"):
+            read_json(tmp_path / "result.json")
+    elif kind == "toml":
+        (tmp_path / "run.toml").write_text(f"x = {deep}\n")
+        with pytest.raises(ValueError, match="run.toml: nested too deeply"):
+            read_toml(tmp_path / "run.toml")
+        code, _, err = cli(capsys, "train", "--config", tmp_path / "run.toml", "--out", tmp_path / "run")
+        assert code == 2 and "nested too deeply" in err and len(err.splitlines()) == 1, err
+    else:
+        (tmp_path / "calls.jsonl").write_text('{"command": "a"}\n' + deep + "\n")
+        assert [c["command"] for c in read_calls(tmp_path)] == ["a"]
+        assert "calls.jsonl, line 2: nested too deeply" in capsys.readouterr().err
+
+
+# -- republish --check checks what it says ---------------------------------------------------------------------
+
+def _rehash(dest: Path, *rels: str) -> None:
+    """Update the manifest's hashes of ``rels`` (what someone who edited the files could do too)."""
+    import hashlib
+
+    manifest = read_json(dest / MANIFEST)
+    for rel in rels:
+        manifest["files"][rel]["sha256"] = hashlib.sha256((dest / rel).read_bytes()).hexdigest()
+    (dest / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_republish_check_reports_a_table_that_contradicts_its_runs_even_with_its_hashes_updated(
+        published, tmp_path, capsys, monkeypatch):  # noqa: F811
+    from rnnlab.page import page_from_dict
+
+    _tiny(monkeypatch)
+    dest = tmp_path / "docs"
+    shutil.copytree(published / "docs", dest)
+    code, out, err = cli(capsys, "republish", dest, "--check")
+    assert code == 0 and "study tiny: unchanged" in out, out + err
+    data = read_json(dest / "tiny" / "page.json")
+    page = page_from_dict(data)
+    text = json.dumps(data)
+    table = next(b for b in page.blocks if getattr(b, "header", [""])[:1] == ["configuration"])
+    number = table.rows[0][3]
+    assert number in text
+    (dest / "tiny" / "page.json").write_text(text.replace(f'"{number}"', '"0.9999"', 1))
+    markdown = (dest / "tiny.md").read_text()
+    (dest / "tiny.md").write_text(markdown.replace(f"| {number} |", "| 0.9999 |", 1))
+    _rehash(dest, "tiny/page.json", "tiny.md")
+    code, out, err = cli(capsys, "republish", dest, "--check")
+    assert code == 1 and "study tiny: would change tiny.md, tiny/page.json" in out, out + err
+
+
+def test_republish_check_fails_on_a_page_no_manifest_accounts_for(published, tmp_path, capsys, monkeypatch):  # noqa: F811
+    _tiny(monkeypatch)
+    dest = tmp_path / "docs"
+    shutil.copytree(published / "docs", dest)
+    (dest / "extra.md").write_text("# A page\n\n| gru | 0.99 |\n")
+    code, out, err = cli(capsys, "republish", dest, "--check")
+    assert code == 1 and "extra.md: not in the folder's manifests" in out, out + err

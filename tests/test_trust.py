@@ -513,6 +513,32 @@ def test_a_run_on_real_data_records_the_files_hashes(tmp_path, monkeypatch):
     assert (tmp_path / "cache" / data_registry.VERIFIED_CACHE).is_file()     # the second run reads no file
 
 
+def test_a_data_file_edited_in_place_with_its_time_put_back_is_refused(tmp_path, capsys, monkeypatch):
+    """The verified-hash cache is keyed by the inode's change time too: an edit of the same size whose
+    modification time is restored (os.utime) is read again and refused, not trained on under the pinned hash."""
+    from rnnlab.data import registry as data_registry
+
+    pinned = data_registry.get_dataset("ptb").file("ptb.train.txt").sha256
+    data = tmp_path / "data" / "ptb"
+    data.mkdir(parents=True)
+    text = "a fake corpus <unk>\n" * 50
+    (data / "ptb.train.txt").write_text(text)
+    monkeypatch.setenv("RNNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / data_registry.VERIFIED_CACHE
+    cache.parent.mkdir()
+    stat_before = (data / "ptb.train.txt").stat()
+    key = str((data / "ptb.train.txt").resolve())
+    stamp = [stat_before.st_size, stat_before.st_mtime_ns, stat_before.st_ctime_ns, stat_before.st_dev,
+             stat_before.st_ino]
+    cache.write_text(json.dumps({key: {"stamp": stamp, "sha256": pinned}}))     # as if the true file was verified
+    assert data_registry._cached_sha256(data / "ptb.train.txt") == pinned       # the cache is used as it stands
+    time.sleep(0.01)
+    (data / "ptb.train.txt").write_text(text.replace("fake", "FAKE"))           # same size
+    os.utime(data / "ptb.train.txt", ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))
+    assert (data / "ptb.train.txt").stat().st_mtime_ns == stat_before.st_mtime_ns
+    assert data_registry._cached_sha256(data / "ptb.train.txt") == _sha256(data / "ptb.train.txt") != pinned
+
+
 # -- analyses ----------------------------------------------------------------------------------------------
 
 def test_two_seeds_of_one_configuration_stay_two_results_and_two_tasks_are_refused(tmp_path, capsys):

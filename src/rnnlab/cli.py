@@ -17,6 +17,7 @@ from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.executors import EXECUTORS, StudyRunFailed, check_executor
 from rnnlab.experiments.settings import (
     build,
+    check_task_options,
     default_settings,
     load_trained,
     read_toml,
@@ -114,6 +115,7 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         task_options = data.pop("task_options", {})
         if not isinstance(task_options, dict):
             raise ValueError(f"{where}: task_options: expected a table [task_options]")
+        check_task_options(task_options, where)
         sources.append((where, data))
     for s in settings_table():
         if getattr(args, s.name) is not None:
@@ -156,7 +158,7 @@ def _resume_settings(args: argparse.Namespace, settings: dict[str, Any], out: Pa
     if not isinstance(stored, dict):
         raise ValueError(f"--resume: checkpoint {out / CHECKPOINT} records no run settings; cannot check what it "
                          "trained")
-    stored = complete_settings(stored)
+    stored = complete_settings(stored, f"--resume: checkpoint {out / CHECKPOINT}")
     try:
         cell_class(stored["cell"])
     except ValueError as err:
@@ -230,7 +232,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _republish(args: argparse.Namespace) -> int:
-    from rnnlab.pages.republish import is_figure, published_pages, republish, would_change
+    from rnnlab.pages.republish import (
+        INDEX,
+        index_would_change,
+        is_figure,
+        published_pages,
+        republish,
+        unlisted_pages,
+        would_change,
+    )
 
     folder = Path(args.folder)
     if not folder.is_dir():
@@ -253,6 +263,14 @@ def _republish(args: argparse.Namespace) -> int:
         verb = "would change" if args.check else "changed"
         print(f"{page.kind} {page.name}: " + (f"{verb} {', '.join(text)}" if text else "unchanged")
               + (f" (figures drawn again: {', '.join(figures)})" if figures else ""), flush=True)
+    if not args.only:
+        for rel in unlisted_pages(folder, pages):      # a check that cannot check a page fails on it
+            changed += 1
+            print(f"{rel}: not in the folder's manifests: nothing kept says what it was made from, so its numbers "
+                  "were not checked", flush=True)
+        if args.check and index_would_change(folder):
+            changed += 1
+            print(f"{INDEX}: would change (the results index, computed from the pages)", flush=True)
     return 1 if args.check and changed else 0
 
 
@@ -920,6 +938,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"rnnlab {args.command}: error: {err}\n")
     except StudyRunFailed as err:
         parser.exit(1, f"rnnlab {args.command}: a run failed: {err}\n")
+    except MemoryError:         # under the parameter estimate, activations or a data set can still not fit
+        parser.exit(2, f"rnnlab {args.command}: error: the machine ran out of memory (a model within the parameter "
+                       "estimate can still need more for its activations or its data); try a smaller --hidden, "
+                       "--batch-size or data set\n")
     except OSError as err:      # a full disk, a folder made read-only mid-run: the file, not a traceback
         where = f"{err.filename}: " if err.filename else ""
         parser.exit(2, f"rnnlab {args.command}: error: {where}{err.strerror or err}\n")

@@ -557,7 +557,10 @@ def staged_publish(dest: str | Path, owner: str) -> Iterator[Path]:
                     shutil.copyfile(path, stage / rel)
             except OSError as err:
                 raise _one_line(dest, err, "could not be staged for publishing") from None
-            yield stage
+            try:
+                yield stage
+            except ValueError as err:      # an error names the folder's file, not its staged copy
+                raise ValueError(str(err).replace(str(stage), str(dest))) from None
             after = files_under(stage)
             write = {rel: path.read_bytes() for rel, path in after.items()
                      if rel not in before or before[rel].read_bytes() != path.read_bytes()}

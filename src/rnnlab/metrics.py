@@ -70,6 +70,29 @@ def is_count(name: str) -> bool:
     return metric(name).is_count
 
 
+def impossible(name: str, value: float) -> str | None:
+    """Why ``value`` cannot be a finished run's ``name`` (a stored record read back: a NaN or an infinity, a rate
+    outside [0, 1], a count that is not 0 or 1, a loss below 0), or None. A judged sample never holds one: the
+    record it came from is refused, naming its file and field."""
+    if not math.isfinite(value):
+        return f"{value} is not a measurement"
+    info = metric(name)
+    if info.is_count and value not in (0.0, 1.0):
+        return f"{value:g} is not a count of one trial (0 or 1)"
+    if info.bounds is not None and not info.bounds[0] <= value <= info.bounds[1]:
+        return f"{value:g} lies outside the range of a {info.kind}, [{info.bounds[0]:g}, {info.bounds[1]:g}]"
+    return None
+
+
+def check_measurements(metrics: dict[str, float], where: str) -> dict[str, float]:
+    """``metrics`` if every value is possible (``impossible``), else ValueError naming ``where`` and the field."""
+    for name, value in metrics.items():
+        why = impossible(name, float(value))
+        if why:
+            raise ValueError(f"{where}: {name} = {why}; the record is refused, not judged")
+    return metrics
+
+
 # the column headers and axis labels of each metric on the pages
 LABELS = {
     "test_accuracy": "test accuracy", "train_accuracy": "train accuracy", "dev_accuracy": "dev accuracy",

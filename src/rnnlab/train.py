@@ -237,16 +237,49 @@ class RunFolder:
         self.write_result(result)
 
 
+CHECKPOINT_BOUND = 4 << 30     # bytes of arrays a checkpoint may declare: above any model rnnlab trains on a CPU
+
+
+def read_npz(path: Path, bound: int = CHECKPOINT_BOUND) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, each member's header checked before its data is read: a numeric dtype (no
+    pickled objects), a shape whose bytes are what the member holds, and all members together at most ``bound``
+    bytes. A 6 MB file that declares a 6 GiB array inflates nothing: zip's declared sizes bound what is read."""
+    arrays = {}
+    with zipfile.ZipFile(path) as archive:
+        members = [m for m in archive.infolist() if m.filename.endswith(".npy")]
+        declared = sum(m.file_size for m in members)
+        if declared > bound:
+            raise ValueError(f"its arrays declare {declared:,} bytes, more than the {bound:,} a checkpoint may hold")
+        for member in members:
+            with archive.open(member) as f:
+                version = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(f)
+                if dtype.hasobject:
+                    raise ValueError(f"{member.filename}: an array of Python objects; rnnlab stores numbers")
+                size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if size > member.file_size:
+                    raise ValueError(f"{member.filename}: its header declares {shape} {dtype} ({size:,} bytes), more "
+                                     f"than the member's {member.file_size:,}")
+                data = f.read(size)
+                if len(data) != size:
+                    raise ValueError(f"{member.filename}: {len(data):,} bytes where its shape needs {size:,}")
+                array = np.frombuffer(data, dtype=dtype)
+                array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+                arrays[member.filename[:-len(".npy")]] = array.copy()
+    return arrays
+
+
 def load_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     """Arrays (without ``meta``) and the decoded meta of a checkpoint; clear errors otherwise."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path}: no such file")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise ValueError(f"checkpoint {path}: not a readable rnnlab checkpoint ({err})") from err
+        arrays = read_npz(path)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as err:
+        raise ValueError(f"checkpoint {path}: not a readable rnnlab checkpoint ({err})") from None
     if "meta" not in arrays:
         raise ValueError(f"checkpoint {path}: missing 'meta' entry; not an rnnlab checkpoint")
     try:

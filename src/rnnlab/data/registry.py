@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pooch
 
-from rnnlab.files import sha256_of
+from rnnlab.files import sha256_of, write_text
 from rnnlab.machine import cache_dir
 
 
@@ -198,8 +198,13 @@ VERIFIED_CACHE = "verified.json"
 
 
 def _cached_sha256(path: Path) -> str:
+    """``path``'s sha256, read again unless the cache holds it for this very file as it stands: the stamp is its
+    size, its modification time, its inode's change time (which no user can set back: an edit that restores the
+    modification time still moves it) and its device and inode (a file replaced by another). Rehashing PTB's
+    three files costs about 6 ms on a 2-core AMD EPYC (5.9 MB); the cache spares a run the larger corpora."""
     stat = path.stat()
-    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    key = str(path.resolve())
+    stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_dev, stat.st_ino]
     cache_file = cache_dir() / VERIFIED_CACHE
     try:
         cache = json.loads(cache_file.read_text())
@@ -214,10 +219,8 @@ def _cached_sha256(path: Path) -> str:
     cache[key] = {"stamp": stamp, "sha256": digest}
     try:            # a cache that cannot be written only costs the next run a read of the file
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1))
-        os.replace(tmp, cache_file)
-    except OSError:
+        write_text(cache_file, json.dumps(cache, indent=1))
+    except (OSError, ValueError):       # a link there (UnsafePath) is not written through either
         pass
     return digest
 

@@ -499,12 +499,19 @@ TASKS: dict[str, Callable[..., Task]] = {
     **{f"polyphonic-{k}": functools.partial(polyphonic_task, k) for k in POLYPHONIC_FILES},
 }
 
+OPTION_BOUND = 10**7     # above any count, length or size of a task rnnlab generates or reads
+
+
 def get_task(name: str, **options: Any) -> Task:
     if name not in TASKS:
         raise ValueError(f"task: unknown task {name!r}; expected one of {tuple(TASKS)}")
     negative = [k for k, v in options.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0]
     if negative:        # every size, count and length of a task is >= 0
         raise ValueError(f"task {name}: option {negative[0]} = {options[negative[0]]}: expected a value >= 0")
+    huge = [k for k, v in options.items() if k != "seed" and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and not v <= OPTION_BOUND]
+    if huge:            # a stored n_test = 10**10 would allocate until the machine kills the process
+        raise ValueError(f"task {name}: option {huge[0]} = {options[huge[0]]}: expected at most {OPTION_BOUND:,}")
     try:
         with reading() as read:
             task = TASKS[name](**options)

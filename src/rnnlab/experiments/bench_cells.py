@@ -68,6 +68,7 @@ from rnnlab.experiments.statistics import (
 from rnnlab.experiments.sweeps import tune_experiment
 from rnnlab.files import hold, is_number, is_whole, read_json, record_json, write_text
 from rnnlab.machine import cpu_cores
+from rnnlab.metrics import impossible as metric_impossible
 from rnnlab.metrics import metric as metric_info
 
 
@@ -477,10 +478,19 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 and all(is_number(part.get(k)) for k in ("runs", "trained_now", "seconds", "compute_seconds"))):
             return f"part {i + 1} is not a part's file, command, machine, tasks, cells and counts"
     names, labels = {task["name"] for task in data["tasks"]}, {cell["label"] for cell in data["cells"]}
+    metrics = {task["name"]: task.get("metric") or next((t.metric for t in ALL_TASKS if t.name == task["name"]), "")
+               for task in data["tasks"]}
     for i, row in enumerate(data["rows"]):
         wrong = _row_problem(row)
         if wrong:
             return f"row {i + 1} {wrong}"
+        impossible = next((why for v in row["values"] if (why := metric_impossible(metrics.get(row["task"], ""), v))),
+                          None)
+        if impossible:
+            return f"row {i + 1} ({row['cell']} on {row['task']}) holds a value {impossible}"
+        if row.get("failed", 0) > len(data["final_seeds"]):
+            return (f"row {i + 1} ({row['cell']} on {row['task']}) counts {row['failed']} failed runs of "
+                    f"{len(data['final_seeds'])} seeds")
         if row["task"] not in names or row["cell"] not in labels:
             return f"row {i + 1} is of a task or a cell the file does not list ({row['cell']} on {row['task']})"
     if len(data["rows"]) != len(names) * len(labels) or len({(r["task"], r["cell"]) for r in data["rows"]}) != len(

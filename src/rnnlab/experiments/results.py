@@ -20,6 +20,7 @@ import numpy as np
 
 from rnnlab.cells.blas_provider import Choice
 from rnnlab.files import is_number, parse_json, read_record_text, write_text
+from rnnlab.metrics import check_measurements
 
 SCHEMA_VERSION = 2      # 1: results.json before this schema (no "schema" key, histories apart from runs)
 RUN_COLUMNS = ("key", "group", "label", "seed")     # a run's identity in runs.csv; every other column is a metric
@@ -58,10 +59,12 @@ class Run:
 
     @classmethod
     def from_result(cls, key: str, seed: int, result: dict[str, Any], group: str = "", label: str = "",
-                    settings: dict[str, Any] | None = None) -> Run:
-        """The run a job folder's ``result.json`` records (a failed run's: its status, no metrics)."""
+                    settings: dict[str, Any] | None = None, where: str = "result.json") -> Run:
+        """The run a job folder's ``result.json`` (``where``) records (a failed run's: its status, no metrics); an
+        impossible number in it (NaN, a rate above 1) is refused naming ``where`` (``metrics.check_measurements``)."""
         status = result.get("status", OK)
-        return cls(key, seed, run_metrics(result) if status == OK else {}, group, label, settings or {},
+        metrics = check_measurements(run_metrics(result), where) if status == OK else {}
+        return cls(key, seed, metrics, group, label, settings or {},
                    result.get("history", []) if status == OK else [], status, result.get("run", {}).get("blas") or {})
 
     def row(self) -> dict[str, Any]:
@@ -72,6 +75,7 @@ class Run:
     def from_row(cls, row: dict[str, Any]) -> Run:
         """A run from a runs.csv row (numbers as text; an empty cell is no measurement)."""
         metrics = {k: float(v) for k, v in row.items() if k not in RUN_COLUMNS and v not in ("", None)}
+        check_measurements(metrics, f"the run {row.get('key')} seed {row.get('seed')}")
         return cls(str(row["key"]), int(float(row["seed"])), metrics, str(row.get("group") or ""),
                    str(row.get("label") or row["key"]))
 

@@ -38,7 +38,7 @@ from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
 from rnnlab.files import SET_ASIDE, csv_text, hold, set_aside, write_text
 from rnnlab.machine import cpu_cores
-from rnnlab.train import RunFolder, timed_epoch
+from rnnlab.train import RESULT, RunFolder, timed_epoch
 from rnnlab.version import __version__
 
 STOP, COUNT = "stop", "count"      # what a diverged or failed run does to a study: stop it, or count as failed
@@ -178,7 +178,7 @@ def _stored_record(job_dir: Path) -> dict[str, Any] | None:
 def _stored_settings(job_dir: Path) -> dict[str, Any] | None:
     """The settings a job folder was trained with, or None when nothing is stored there."""
     record = _stored_record(job_dir)
-    return None if record is None else complete_settings(record["settings"])
+    return None if record is None else complete_settings(record["settings"], f"{job_dir}: its stored settings")
 
 
 def _store_finished(jobs: list[Job], run: Callable, store: JobStore, progress: bool, failed_runs: str) -> None:
@@ -375,12 +375,14 @@ def _train(context: Context, counts: dict[str, int], workers: int, progress: boo
             settings = spec.full_settings(seed)
             try:
                 record = _stored_record(job_dir)
-                if record is not None and complete_settings(record["settings"]) == json.loads(json.dumps(settings)):
+                stored = None if record is None else complete_settings(record["settings"],
+                                                                        f"{job_dir}: its stored settings")
+                if record is not None and stored == json.loads(json.dumps(settings)):
                     check_cell_unchanged(record, str(job_dir))
             except ValueError as err:
                 raise ValueError(f"{err}. Pass --force to train the study's runs anew (the stored ones are kept "
                                  f"under {context.exp_dir / SET_ASIDE})") from None
-            if record is not None and complete_settings(record["settings"]) != json.loads(json.dumps(settings)):
+            if record is not None and stored != json.loads(json.dumps(settings)):
                 aside.append(set_aside(job_dir, "settings-changed", context.exp_dir))
                 record = None
             if record is not None and (job_dir / context.store.marker).is_file():
@@ -405,5 +407,7 @@ def _load_runs(context: Context, counts: dict[str, int]) -> list[Run]:
         for seed in _seeds(context, counts[spec.key]):
             result = RunFolder(context.job_dir(spec, seed)).result()
             runs.append(Run.from_result(spec.key, seed, result, spec.group, spec.label,
-                                        complete_settings(result["run"]["settings"])))
+                                        complete_settings(result["run"]["settings"],
+                                                          f"{context.job_dir(spec, seed)}: its stored settings"),
+                                        where=str(context.job_dir(spec, seed) / RESULT)))
     return runs

@@ -18,7 +18,7 @@ import numpy as np
 from rnnlab.cells.kernel_blas import CHOICE as BLAS_CHOICE
 from rnnlab.cells.registry import CELLS, CellFileNotNamed, cell_class, cell_file_sha256, cell_options, is_cell_file
 from rnnlab.common import optional_float, to_bool
-from rnnlab.data.tasks import TASKS, Task, build_model, get_task
+from rnnlab.data.tasks import OPTION_BOUND, TASKS, Task, build_model, get_task
 from rnnlab.engines import DEFAULT_TRAINING_ENGINE, ENGINES
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.files import is_number, read_record_text
@@ -238,10 +238,31 @@ def settings_identity(settings: dict[str, Any]) -> dict[str, Any]:
     return identity
 
 
-def complete_settings(stored: dict[str, Any]) -> dict[str, Any]:
+def complete_settings(stored: dict[str, Any], where: str = "stored settings") -> dict[str, Any]:
     """Settings stored by a run, with every setting added to rnnlab since then at its built-in default:
-    a new setting's default keeps the behaviour that run had, so old runs stay comparable and loadable."""
-    return {**{s.name: s.default for s in settings_table() if s.name not in stored}, **stored}
+    a new setting's default keeps the behaviour that run had, so old runs stay comparable and loadable. Each
+    stored value goes through the same check as on the command line (``convert``): a checkpoint, a stored study
+    or a trial record whose ``clip`` is −1 is refused naming ``where`` and the setting, never trained with."""
+    if not isinstance(stored, dict):
+        raise ValueError(f"{where}: expected a table of run settings, found {type(stored).__name__}")
+    table = settings_table()
+    for s in table:
+        if s.name in stored and s.name != "cell":       # the cell is resolved by its callers (no import from data)
+            convert(s, stored[s.name], where)
+    options = stored.get("task_options", {})
+    if not isinstance(options, dict):
+        raise ValueError(f"{where}: task_options: expected a table, found {type(options).__name__}")
+    check_task_options(options, where)
+    return {**{s.name: s.default for s in table if s.name not in stored}, **stored}
+
+
+def check_task_options(options: dict[str, Any], where: str) -> None:
+    """A task's options as sizes: every number but a seed within [0, ``OPTION_BOUND``] (a stored
+    ``n_test = 10**10`` would allocate until killed), refused naming ``where``."""
+    for name, value in options.items():
+        if name != "seed" and isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                not 0 <= value <= OPTION_BOUND):
+            raise ValueError(f"{where}: task_options.{name} = {value!r}: expected a value in [0, {OPTION_BOUND:,}]")
 
 
 def build(settings: dict[str, Any], task=None):
@@ -384,7 +405,7 @@ def load_trained(checkpoint: str | Path, *, last: bool = False, task: Task | Non
     settings = record.get("settings")
     if not settings or not isinstance(settings, dict):
         raise ValueError(f"checkpoint {checkpoint}: no run settings recorded; cannot rebuild the model")
-    settings = complete_settings(settings)
+    settings = complete_settings(settings, f"checkpoint {checkpoint}")
     if engine is not None:
         engine_setting = next(s for s in settings_table() if s.name == "engine")
         settings = dict(settings, engine=convert(engine_setting, engine, "--engine"))

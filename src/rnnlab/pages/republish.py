@@ -79,6 +79,30 @@ def republish(page: PublishedPage, dest: str | Path, stands_in: str | Path | Non
     return sorted(rel for rel in after.keys() | before.keys() if before.get(rel) != after.get(rel))
 
 
+def unlisted_pages(dest: str | Path, pages: list[PublishedPage]) -> list[str]:
+    """The pages of ``dest`` that no manifest accounts for (a Markdown page at its top, or a folder's
+    ``report.md``, that is neither one of ``pages`` nor the results index): nothing rnnlab keeps says what they
+    were made from, so their numbers cannot be checked, and a check says so instead of passing them by."""
+    dest = Path(dest)
+    known = {INDEX}
+    for page in pages:
+        known.add(f"{page.name}/report.md" if page.kind == "map" else f"{page.name}.md")
+    found = [rel for rel in files_under(dest) if rel.endswith(".md") and (rel.count("/") == 0 or (
+        rel.count("/") == 1 and rel.endswith("/report.md")))]
+    return sorted(rel for rel in found if rel not in known)
+
+
+INDEX = "index.md"      # the manual's results index (``pages.overview``), computed from the pages themselves
+
+
+def index_would_change(dest: str | Path) -> bool:
+    """Whether ``dest``'s results index differs from the one its pages give today (``pages.overview``)."""
+    from rnnlab.pages.overview import results_index
+
+    index = Path(dest) / INDEX
+    return index.is_file() and index.read_text() != results_index(dest)
+
+
 def is_figure(rel: str) -> bool:
     """Whether a published file is a figure: drawn again on republishing, its bytes are the plotting library's
     version's as much as the data's, so a figure alone does not make a page changed."""

@@ -15,9 +15,10 @@ from rnnlab.experiments.defaults import FRESH_FIRST_SEED
 from rnnlab.experiments.executors import read_calls
 from rnnlab.experiments.findings import RESULTS_ROOT, render, render_reasons
 from rnnlab.experiments.results import Run, StudyResults, Verdict
+from rnnlab.experiments.runner import RunSpec, aggregate_seeds
 from rnnlab.experiments.statistics import ALPHA, expected_max_band, seeds_to_decide
 from rnnlab.files import copy_regular, csv_text, inside, read_csv, staged_publish, write_text
-from rnnlab.metrics import is_count
+from rnnlab.metrics import is_count, metric_label
 from rnnlab.page import PAGE_JSON, Block, Figure, Heading, Items, Page, Paragraph, Table, replace_section, section
 from rnnlab.pages.format import (
     CLAIMS_CAPTION,
@@ -26,6 +27,7 @@ from rnnlab.pages.format import (
     can_decide,
     claims_figure,
     fmt_number,
+    metric_cell,
     power_sentence,
     verdict_cell,
 )
@@ -280,6 +282,10 @@ def _republish_verdicts(name: str, dest: Path) -> Path:
     if start is None:
         raise ValueError(f"{dest / name / PAGE_JSON}: no 'Study: …' paragraph; not a study's published page")
     body = published.blocks[start:]
+    for label, variant in variants.items():         # the numbers as the runs beside the page give them
+        body = replace_section(body, f"Results {label}", [Heading(f"Results {label}"), *[
+            _recomputed_table(b, variant.runs) if isinstance(b, Table) else b
+            for b in section(body, f"Results {label}")]]) if section(body, f"Results {label}") else body
     if Heading("Verdicts") in body:
         body = replace_section(body, "Verdicts", _verdicts_block(variants, name, dest / name))
     if section(body, TUNING_BUDGET) and (dest / name / SEARCH_TRIALS).is_file():
@@ -524,6 +530,29 @@ def _write_published(out_root: Path, name: str, dest: Path) -> Path:
     # the verdicts as every republish computes them: from the runs.csv just written, with the measured
     # reasons quoting the results (this page's notes included) as they now stand
     return _republish_verdicts(name, dest)
+
+
+def _recomputed_table(table: Table, runs: list[Run]) -> Table:
+    """A published results table (configuration, parameters, seeds, then one column per metric) with every number
+    computed again from ``runs`` (its runs.csv) as the study's report computes it: a page whose table was edited to
+    disagree with its runs — its hash updated in the manifest too — changes on republishing, so ``--check`` reports
+    it. A table of another shape, or a column of no metric the runs hold, stays as published."""
+    if table.header[:3] != ["configuration", "parameters", "seeds"]:
+        return table
+    names = {metric_label(m): m for r in runs for m in r.metrics}
+    metrics = [names.get(label) for label in table.header[3:]]
+    rows = []
+    for row in table.rows:
+        mine = [r for r in runs if r.key == row[0]]
+        if not mine:
+            rows.append(row)
+            continue
+        summary = aggregate_seeds([RunSpec(row[0], "", {})], mine, [m for m in metrics if m])[0]
+        params = summary["num_params"]
+        params = str(int(params)) if isinstance(params, float) and params.is_integer() else str(params)
+        rows.append([row[0], params, str(summary["seeds"]),
+                     *[metric_cell(summary, m) if m else cell for m, cell in zip(metrics, row[3:])]])
+    return Table(table.header, rows, table.kind, table.title)
 
 
 def _seeds_of(runs: list[Run]) -> int:
