@@ -519,3 +519,181 @@ def test_republish_check_fails_on_a_page_no_manifest_accounts_for(published, tmp
     (dest / "extra.md").write_text("# A page\n\n| gru | 0.99 |\n")
     code, out, err = cli(capsys, "republish", dest, "--check")
     assert code == 1 and "extra.md: not in the folder's manifests" in out, out + err
+
+
+# -- the remaining tracebacks are one line naming the cause ---------------------------------------------------
+
+def test_a_bogus_rnnlab_blas_is_one_line_before_anything_starts(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RNNLAB_BLAS": "bogus"}
+    run = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'rnnlab'; from rnnlab.cli import main; "
+                          f"sys.exit(main(['train', '--task', 'reber', '--out', {str(tmp_path / 'run')!r}]))"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr.strip() == \
+        "rnnlab: error: RNNLAB_BLAS='bogus': expected one of auto, openblas, mkl", run.stderr
+    assert not (tmp_path / "run").exists()
+
+
+CELL_HEAD = "from rnnlab.cells.rnn import RNN\n\n\nclass Bad(RNN):\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("import sys\nsys.exit(7)\n", "called sys.exit(7)"),
+    ("raise RuntimeError('at import')\n", "importing bad.py failed: RuntimeError: at import"),
+    (CELL_HEAD + "    def step(self, p, xw, state, xp=None):\n        return 1 / 0\n",
+     "bad.py): step raised ZeroDivisionError: division by zero (line 6: return 1 / 0)"),
+])
+def test_a_cell_file_that_exits_or_raises_is_named_as_the_cause(tmp_path, capsys, monkeypatch, body, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.py").write_text(body)
+    code, _, err = cli(capsys, "train", "--task", "reber", "--cell", "bad.py:Bad", "--hidden", "3", "--epochs", "1",
+                       "--engine", "numpy", "--quiet", "--out", tmp_path / "run")
+    assert code == 2 and message in err.strip().splitlines()[-1] and "Traceback" not in err, err
+
+
+def _as_a_new_process(monkeypatch) -> None:
+    """Forget the cell files this process named and imported, as a second command would start."""
+    from rnnlab.cells import registry
+
+    monkeypatch.setattr(registry, "_NAMED", {})
+    monkeypatch.setattr(registry, "_IMPORTED", {})
+    monkeypatch.setattr(registry, "CELLS", {k: v for k, v in registry.CELLS.items() if ".py:" not in k})
+
+
+def test_a_relative_cell_path_stored_by_a_run_is_the_named_file_from_another_folder(tmp_path, capsys, monkeypatch):
+    from rnnlab.train import CHECKPOINT
+
+    made, elsewhere = tmp_path / "made", tmp_path / "elsewhere"
+    (made / "cells").mkdir(parents=True)
+    elsewhere.mkdir()
+    source = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
+    shutil.copy(source, made / "cells" / "mgu.py")
+    monkeypatch.chdir(made)
+    code, _, err = cli(capsys, "train", "--task", "reber", "--cell", "cells/mgu.py:MGU", "--hidden", "3", "--epochs",
+                       "1", "--engine", "numpy", "--quiet", "--out", made / "run")
+    assert code == 0, err
+    monkeypatch.chdir(elsewhere)
+    _as_a_new_process(monkeypatch)
+    code, _, err = cli(capsys, "evaluate", "--checkpoint", made / "run" / CHECKPOINT)
+    assert code == 2 and "no such file cells/mgu.py" in err and "--cell FILE.py:MGU" in err, err
+    _as_a_new_process(monkeypatch)
+    code, out, err = cli(capsys, "evaluate", "--checkpoint", made / "run" / CHECKPOINT, "--cell",
+                         made / "cells" / "mgu.py:MGU")
+    assert code == 0 and "test_loss" in out, err
+    edited = elsewhere / "mgu.py"
+    edited.write_text(source.read_text() + "\n# edited\n")
+    _as_a_new_process(monkeypatch)
+    code, _, err = cli(capsys, "evaluate", "--checkpoint", made / "run" / CHECKPOINT, "--cell", "mgu.py:MGU")
+    assert code == 2 and "the file now has sha256" in err, err
+
+
+@pytest.mark.parametrize("change, message", [(lambda r: r.pop("dev"), "no 'dev'"),
+                                             (lambda r: r.__setitem__("test", float("nan")), "test = nan"),
+                                             (lambda r: r.__setitem__("params", -3), "params = -3"),
+                                             (lambda r: r.__setitem__("status", "<script>"), "status '<script>'")])
+def test_a_hostile_greff_trials_file_is_refused_naming_its_row(tmp_path, capsys, change, message):
+    from rnnlab.experiments.greff import GreffResults, published_rows
+
+    arm = Path(__file__).resolve().parents[1] / "docs" / "results" / "greff-jsb.json"
+    rows = published_rows(GreffResults.load(arm))[:3]
+    change(rows[1])
+    source = tmp_path / "trials.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli(capsys, "greff", "--restore", source, "--out", tmp_path / "arm")
+    assert code == 2 and f"{source}: row 2" in err and message in err and "Traceback" not in err, err
+    assert not list((tmp_path / "arm").rglob("result.json")) if (tmp_path / "arm").exists() else True
+
+
+@pytest.mark.parametrize("command", [("bench-cells", "rnn", "--tasks", "adding-50", "--quick", "--workers", "1"),
+                                     ("greff", "--quick", "--workers", "1")])
+def test_bench_cells_and_greff_refuse_a_non_empty_folder_they_did_not_make(tmp_path, capsys, command):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "results.json").write_text("my own results")
+    code, _, err = cli(capsys, *command, "--out", out)
+    assert code == 2 and "a folder" in err and "did not make" in err and "results.json" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == "my own results"
+
+
+# -- links at random ------------------------------------------------------------------------------------------
+
+LINK_KINDS = ("absolute", "relative", "dangling", "folder")
+STUDY_ENTRIES = ("results.json", "results.csv", "calls.jsonl", "report.md", "report.html", "claims.png", "analysis",
+                 "analysis/dev_loss_epochs.png", "jobs", "jobs/rnn-s0", "jobs/rnn-s0/result.json",
+                 "jobs/rnn-s0/checkpoint.npz", "jobs/rnn-s0/metrics.csv", "jobs/gru-s0/result.json", "notes.txt",
+                 ".rnnlab-owner", ".rnnlab.lock", "set-aside")
+SWEEP_ENTRIES = ("trials.csv", "calls.jsonl", "report.md", "report.html", "figures", "trials", "notes.txt",
+                 ".rnnlab-owner", "TRIAL", "TRIAL/trial.json", "TRIAL/result.json", "TRIAL/checkpoint.npz")
+PUBLISHED_ENTRIES = ("tiny.md", "tiny", "tiny/page.json", "tiny/runs.csv", "tiny/notes.txt", MANIFEST, JOURNAL,
+                     ".rnnlab-owner", ".rnnlab.lock", "other.md")
+
+
+def _linked_command_leaves_outside_untouched(where: str, entry: str, kind: str, stored_root: Path,
+                                             published_root: Path, tmp_path: Path, capsys) -> None:
+    """Copy a stored study, sweep or published folder, make ``entry`` a link of ``kind`` out of it, run the command
+    that rewrites it: no traceback (exit 0 or a one-line refusal naming the link), nothing written outside."""
+    here = tmp_path / f"{where}-{time.perf_counter_ns()}"
+    victim, folder = _outside(tmp_path)
+    if where == "study":
+        shutil.copytree(stored_root / "runs", here)
+        root = here / "tiny"
+        command = ["reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", here]
+    elif where == "sweep":
+        shutil.copytree(stored_root / "sweep", here)
+        root = here
+        trial = sorted((here / "trials").iterdir())[0].relative_to(here).as_posix()
+        entry = entry.replace("TRIAL", trial)
+        command = ["sweep", stored_root / "sweep.toml", "--workers", "1", "--out", here]
+    else:
+        shutil.copytree(published_root, here)
+        root = here / "docs"
+        command = ["reproduce", "tiny", "--tune", "--seeds", "1", "--workers", "1", "--out", here / "tuned",
+                   "--publish", root]
+    _link(root / entry, kind, victim, folder)
+    code, _, err = cli(capsys, *command)
+    assert code in (0, 2) and "Traceback" not in err, err
+    _untouched(victim, folder)
+    if code == 2:
+        assert "symbolic link" in err or Path(entry).name in err, err
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(entry=st.sampled_from(STUDY_ENTRIES), kind=st.sampled_from(LINK_KINDS))
+def test_a_stored_study_with_a_link_anywhere_never_writes_outside(stored, published, tmp_path, capsys, monkeypatch,  # noqa: F811
+                                                                  entry, kind):
+    _tiny(monkeypatch)
+    _linked_command_leaves_outside_untouched("study", entry, kind, stored, published, tmp_path, capsys)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(entry=st.sampled_from(SWEEP_ENTRIES), kind=st.sampled_from(LINK_KINDS))
+def test_a_stored_sweep_with_a_link_anywhere_never_writes_outside(stored, published, tmp_path, capsys, monkeypatch,  # noqa: F811
+                                                                  entry, kind):
+    _linked_command_leaves_outside_untouched("sweep", entry, kind, stored, published, tmp_path, capsys)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(entry=st.sampled_from(PUBLISHED_ENTRIES), kind=st.sampled_from(LINK_KINDS))
+def test_a_published_folder_with_a_link_anywhere_never_writes_outside(stored, published, tmp_path, capsys,  # noqa: F811
+                                                                      monkeypatch, entry, kind):
+    _tiny(monkeypatch)
+    _linked_command_leaves_outside_untouched("published", entry, kind, stored, published, tmp_path, capsys)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(where=st.sampled_from(("study", "sweep", "published")), pick=st.integers(0, 100),
+       kind=st.sampled_from(LINK_KINDS))
+def test_any_stored_folder_with_a_link_anywhere_never_writes_outside_400(stored, published, tmp_path, capsys,  # noqa: F811
+                                                                         monkeypatch, where, pick, kind):
+    _tiny(monkeypatch)
+    entries = {"study": STUDY_ENTRIES, "sweep": SWEEP_ENTRIES, "published": PUBLISHED_ENTRIES}[where]
+    _linked_command_leaves_outside_untouched(where, entries[pick % len(entries)], kind, stored, published, tmp_path,
+                                             capsys)

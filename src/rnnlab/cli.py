@@ -928,6 +928,11 @@ def _load_named_cells(argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from rnnlab.cells.kernel_blas import ENV_ERROR
+
+    if ENV_ERROR:       # the products would run elsewhere than asked: nothing starts
+        print(f"rnnlab: error: {ENV_ERROR}", file=sys.stderr)
+        return 2
     _load_named_cells(argv)
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)

@@ -428,6 +428,7 @@ def hold(folder: str | Path, command: str = "", wait: float = 0.0) -> Iterator[P
         yield folder
     finally:
         del _HELD[key]
+        Path(folder / OWNER).unlink(missing_ok=True)    # before the release: the next holder writes its own
         lock.release()
         if created and {p.name for p in folder.iterdir()} <= {LOCK, OWNER}:
             for name in (LOCK, OWNER):      # a command that stopped before writing leaves no folder behind
@@ -445,6 +446,24 @@ def writable_folder(folder: str | Path) -> Path:
         probe.close()
     except OSError as err:
         raise ValueError(f"{folder}: cannot write here ({err.strerror or err})") from None
+    return folder
+
+
+def check_working_folder(folder: str | Path, store: str, what: str) -> Path:
+    """``folder`` if a command that keeps its work in ``folder/store`` may write there: a new folder, an empty one
+    (rnnlab's bookkeeping aside), or one that holds ``store`` (its own earlier work). A non-empty folder without it
+    is someone else's: refused before anything trains, naming what it holds (its results.json or report.md would
+    be replaced)."""
+    folder = Path(folder)
+    if not folder.exists():
+        return folder
+    if not folder.is_dir():
+        raise ValueError(f"--out {folder}: not a folder")
+    held = sorted(p.name for p in folder.iterdir() if not p.name.startswith(RESERVED))
+    if held and not (folder / store).is_dir():
+        raise ValueError(f"--out {folder}: a folder {what} did not make (no {store}/) holding "
+                         f"{', '.join(held[:5])}{' …' if len(held) > 5 else ''}; rnnlab never writes over files it "
+                         "did not write: name a new or empty folder")
     return folder
 
 

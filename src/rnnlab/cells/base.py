@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
+import sys
+import traceback
 from collections.abc import Callable, ItemsView, Iterator, MutableMapping, ValuesView
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -345,9 +349,10 @@ class Cell:
         T, B = x.shape[:2]
         state = self._initial_state(h0, B)
         m = check_mask(mask, T, B, self.dtype)
-        if not getattr(self, "_step_checked", False):
-            self._check_step(x, state)
-        return ENGINES[self.engine]().forward(self, x, state, m)
+        with _user_code_named(self):
+            if not getattr(self, "_step_checked", False):
+                self._check_step(x, state)
+            return ENGINES[self.engine]().forward(self, x, state, m)
 
     def _check_step(self, x: Array, state: State) -> None:
         """Run ``step`` and ``step_backward`` once, in NumPy, on the first step of the first input this
@@ -393,7 +398,8 @@ class Cell:
         dhs = np.asarray(dhs, dtype=self.dtype)
         if dhs.shape != (T, B, H):
             raise ValueError(f"dhs: expected shape (T, B, hidden) = ({T}, {B}, {H}), got {dhs.shape}")
-        return ENGINES[self.engine]().backward(self, dhs, cache, k, dh_out, need_dx)
+        with _user_code_named(self):
+            return ENGINES[self.engine]().backward(self, dhs, cache, k, dh_out, need_dx)
 
     def param_grads(self, p, x, prev_h, steps, dxw, dhw, xp=np) -> dict[str, Array]:
         """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""
@@ -413,6 +419,28 @@ class Cell:
             raise ValueError(f"{type(self).__name__}.recurrent_grads returned no gradient for {missing} "
                              f"(the parameters are {sorted(p)})")
         return {name: grads[name] for name in p}
+
+
+USER_MODULE_PREFIX = "rnnlab_user_cell_"     # the modules ``registry.load_cell_file`` imports a cell file into
+
+
+@contextmanager
+def _user_code_named(cell: Cell) -> Iterator[None]:
+    """An exception raised inside a cell file's own code (its ``step``, ``step_backward`` or a helper) becomes one
+    line naming the cell, the file, the function and its line, instead of a traceback through rnnlab's loops. An
+    error raised in rnnlab's own code passes unchanged."""
+    try:
+        yield
+    except Exception as err:
+        module = sys.modules.get(type(cell).__module__)
+        source = getattr(module, "__file__", None) if type(cell).__module__.startswith(USER_MODULE_PREFIX) else None
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if source and os.path.realpath(f.filename) == os.path.realpath(source)]
+        if not frames:
+            raise
+        where = frames[-1]
+        raise ValueError(f"cell {type(cell).__name__} ({source}): {where.name} raised {type(err).__name__}: {err} "
+                         f"(line {where.lineno}: {where.line})") from None
 
 
 def _signature(cls: type) -> inspect.Signature:

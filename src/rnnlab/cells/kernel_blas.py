@@ -38,6 +38,9 @@ bound, float64 and every other BLAS are called whole, as before.
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
+import warnings
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -47,6 +50,7 @@ from numba.extending import overload
 from threadpoolctl import ThreadpoolController
 
 from rnnlab.cells.blas_provider import (
+    ENV,
     KERNEL_CLASSES,
     PROJECTION_MIN_PRODUCT,
     ROW_CLASSES,
@@ -178,7 +182,17 @@ small_block_width = kernel(_small_block_width)
 
 _ADDRESSES = _numpy_gemm()
 SOURCE = "numpy" if _ADDRESSES else "scipy"      # whose BLAS the kernels' products run in without oneMKL
-_MKL = mkl_library() if requested_mode() != "openblas" else None
+# A $RNNLAB_BLAS that names no provider: the products run in OpenBLAS (the reference's bits), the command line
+# refuses to start naming the variable (``cli.main``), and Python code importing rnnlab is warned.
+try:
+    _WANTED = requested_mode()
+    ENV_ERROR = None
+except ValueError as _err:
+    _WANTED, ENV_ERROR = "openblas", str(_err)
+    if Path(sys.argv[0] if sys.argv else "").name != "rnnlab":     # the command line says it once, itself
+        warnings.warn(f"{ENV_ERROR}; rnnlab's products run in OpenBLAS", stacklevel=2)
+    os.environ[ENV] = "openblas"
+_MKL = mkl_library() if _WANTED != "openblas" else None
 _MKL_GEMM = mkl_gemm(_MKL[0]) if _MKL else {}
 _SPLITS = bool(_ADDRESSES) and _family_splits()
 CHOICE = choose(_ADDRESSES, _MKL_GEMM, {**({"openblas": _openblas_version()} if _ADDRESSES else {}),

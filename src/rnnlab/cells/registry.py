@@ -65,10 +65,17 @@ _NAMED: dict[str, str] = {}     # resolved path of each cell file named in this 
 
 
 def _cell_file(spec: str) -> Path:
+    """The file of ``path.py:Class``. A stored path that is not found from here (a relative one, stored by a run
+    made in another folder) is the file of that name the command line named, if it named exactly one: its hash is
+    then checked against the one the run stored (``settings.check_cell_unchanged``)."""
     path = Path(spec.rsplit(":", 1)[0])
-    if not path.is_file():
-        raise ValueError(f"cell {spec!r}: no such file {path}")
-    return path
+    if path.is_file():
+        return path
+    named = [Path(p) for p in _NAMED if Path(p).name == path.name]
+    if len(named) == 1:
+        return named[0]
+    raise ValueError(f"cell {spec!r}: no such file {path} (a stored path is looked for from the working folder: "
+                     f"name the file with --cell FILE.py:{spec.rsplit(':', 1)[-1]})")
 
 
 def name_cell_file(spec: str) -> str:
@@ -94,7 +101,10 @@ def cell_file_sha256(spec: Any) -> str | None:
     """The sha256 of a named cell file as it was named (None for a registered cell)."""
     if not is_cell_file(spec):
         return None
-    return _NAMED.get(str(Path(spec.rsplit(":", 1)[0]).resolve()))
+    try:
+        return _NAMED.get(str(_cell_file(spec).resolve()))
+    except ValueError:
+        return None
 
 
 def load_cell_file(spec: str) -> type[Cell]:
@@ -139,7 +149,11 @@ def _import_cell_file(spec: str) -> type[Cell]:
             exec(compile(source, str(path), "exec"), vars(module))   # the bytes whose hash was checked
         except Exception as err:
             del sys.modules[module_name]
-            raise ValueError(f"cell {spec!r}: importing {path_text} failed: {type(err).__name__}: {err}") from err
+            raise ValueError(f"cell {spec!r}: importing {path_text} failed: {type(err).__name__}: {err}") from None
+        except SystemExit as err:       # a file that exits at import must not end the command silently
+            del sys.modules[module_name]
+            raise ValueError(f"cell {spec!r}: importing {path_text} called sys.exit({err.code!r}); a cell file "
+                             "defines its class, it does not exit") from None
         _IMPORTED[str(path.resolve())] = named
     cls = getattr(module, class_name, None)
     if cls is None:

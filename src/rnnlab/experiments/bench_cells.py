@@ -66,7 +66,7 @@ from rnnlab.experiments.statistics import (
     t_interval,
 )
 from rnnlab.experiments.sweeps import tune_experiment
-from rnnlab.files import hold, is_number, is_whole, read_json, record_json, write_text
+from rnnlab.files import check_working_folder, hold, is_number, is_whole, read_json, record_json, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.metrics import impossible as metric_impossible
 from rnnlab.metrics import metric as metric_info
@@ -477,6 +477,12 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
                 and all(_texts(part.get(k)) for k in ("tasks", "cells"))
                 and all(is_number(part.get(k)) for k in ("runs", "trained_now", "seconds", "compute_seconds"))):
             return f"part {i + 1} is not a part's file, command, machine, tasks, cells and counts"
+    return _rows_problem(data)
+
+
+def _rows_problem(data: dict[str, Any]) -> str | None:
+    """What in a results file's rows is not one row per (task, cell) of its tasks and cells, each of possible
+    values (no NaN, no rate above 1) and no more failed runs than final seeds; None when nothing is."""
     names, labels = {task["name"] for task in data["tasks"]}, {cell["label"] for cell in data["cells"]}
     metrics = {task["name"]: task.get("metric") or next((t.metric for t in ALL_TASKS if t.name == task["name"]), "")
                for task in data["tasks"]}
@@ -547,6 +553,7 @@ def run_bench(plan: BenchPlan, out: str | Path, executor: str = "local", address
         print(plan.describe(), file=sys.stderr, flush=True)
         if not plan.quick:
             print(estimate_cost(plan).describe(workers or cpu_cores()), file=sys.stderr, flush=True)
+    check_working_folder(out, f"{plan.experiment.name}-tuned", "bench-cells")
     with hold(out):
         started = time.time()
         tuned = tune_experiment(plan.experiment, out, quick=plan.quick, executor=executor, address=address,

@@ -36,6 +36,7 @@ from rnnlab.experiments.statistics import ALPHA
 from rnnlab.experiments.sweeps import Sweep, TrialStore, importance_inputs, parse_sweep, train_sweep
 from rnnlab.files import is_number, is_whole, read_json
 from rnnlab.machine import cpu_cores
+from rnnlab.metrics import impossible as metric_impossible
 
 VARIANTS = {            # Greff's names → the lstm cell's options; each changes one thing of V
     "V": {"peepholes": True},
@@ -318,6 +319,9 @@ def restore_trials(out: str | Path, rows: list[dict[str, Any]], source: str, tri
                              "per variant")
         if trial.id in chosen:
             raise ValueError(f"{source}: rows {chosen[trial.id][0]} and {number} are the same trial ({trial.id})")
+        wrong = _restored_row_problem(row)
+        if wrong:
+            raise ValueError(f"{source}: row {number} ({trial.id}): {wrong}; nothing was restored")
         chosen[trial.id] = (number, row)
     store, restored = TrialStore(out), 0
     for trial in planned:
@@ -333,6 +337,33 @@ def restore_trials(out: str | Path, rows: list[dict[str, Any]], source: str, tri
         store.jobs.keep(trial.id, {"result.json": json.dumps(result, indent=2, default=float).encode()}, record)
         restored += 1
     return restored
+
+
+RESTORED_STATUSES = ("ok", "failed", "diverged")
+
+
+def _restored_row_problem(row: dict[str, Any]) -> str | None:
+    """What in a row to restore is not a trial's outcome: its losses possible numbers (or none, for a trial that did
+    not finish), its parameter and epoch counts whole, its time a number, its status one of a trial's; None when
+    nothing is."""
+    for key in ("dev", "test", "params", "epochs", "seconds"):
+        if key not in row:
+            return f"no {key!r}"
+    if row.get("status", "ok") not in RESTORED_STATUSES:
+        return f"status {row.get('status')!r} is not one of {RESTORED_STATUSES}"
+    if not isinstance(row.get("error", ""), str):
+        return "its error is not a text"
+    for key, metric_name in (("dev", f"dev_{METRIC}"), ("test", f"test_{METRIC}")):
+        if row[key] is not None and not (is_number(row[key]) and not metric_impossible(metric_name, row[key])):
+            return f"{key} = {row[key]!r} is not a possible {METRIC}"
+    if row.get("status", "ok") == "ok" and (row["dev"] is None or row["test"] is None):
+        return "a finished trial without its dev and test numbers"
+    for key, low in (("params", 1), ("epochs", 0)):
+        if row[key] is not None and not is_whole(row[key], low):
+            return f"{key} = {row[key]!r} is not a whole number >= {low}"
+    if row["seconds"] is not None and not (is_number(row["seconds"]) and 0 <= row["seconds"] < float("inf")):
+        return f"seconds = {row['seconds']!r} is not a time"
+    return None
 
 
 def published_rows(results: GreffResults) -> list[dict[str, Any]]:

@@ -58,7 +58,7 @@ from rnnlab.experiments.runner import STOP, Experiment, RunSpec
 from rnnlab.experiments.settings import convert, read_toml, resolve_settings, settings_identity, settings_table
 from rnnlab.experiments.statistics import ALPHA, compare, holm, implied_level, mean_std_interval
 from rnnlab.experiments.verdicts import not_significant
-from rnnlab.files import atomic_write, hold, is_number, is_whole, read_record_text
+from rnnlab.files import atomic_write, check_working_folder, hold, is_number, is_whole, read_record_text
 from rnnlab.metrics import is_count
 
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "logint", "one_minus_loguniform", "choice")
@@ -582,6 +582,7 @@ def run_sweeps(sweeps: list[tuple[Sweep, Path]], *, executor: str = "local", add
     executor (a study's searches, one per configuration, fill a cluster together)."""
     with contextlib.ExitStack() as held:
         for _, out_dir in sweeps:
+            check_working_folder(out_dir, "trials", "a sweep")
             held.enter_context(hold(out_dir, command))
         started = time.perf_counter()
         stores, todos = _train_batch(sweeps, executor, address, workers, force, progress, early_stop, replicas)
@@ -593,6 +594,7 @@ def train_sweep(sweep: Sweep, out_dir: str | Path, *, executor: str = "local", a
                 workers: int | None = None, progress: bool = True, command: str = "") -> list[dict]:
     """``run_sweep``'s training and keeping without its judging: the records of the sweep's stored trials, for a
     caller that judges them its own way (``rnnlab greff``: a forest per summary would cost minutes a round)."""
+    check_working_folder(out_dir, "trials", "a sweep")
     with hold(out_dir, command):
         (store,), _ = _train_batch([(sweep, Path(out_dir))], executor, address, workers, False, progress, None,
                                    False)
