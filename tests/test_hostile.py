@@ -697,3 +697,60 @@ def test_any_stored_folder_with_a_link_anywhere_never_writes_outside_400(stored,
     entries = {"study": STUDY_ENTRIES, "sweep": SWEEP_ENTRIES, "published": PUBLISHED_ENTRIES}[where]
     _linked_command_leaves_outside_untouched(where, entries[pick % len(entries)], kind, stored, published, tmp_path,
                                              capsys)
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("progress", 3, "no progress table"),
+    ("progress.epoch", "one", "progress.epoch = 'one'"),
+    ("progress.epoch", -5, "progress.epoch = -5"),
+    ("progress.history", {}, "progress.history is not a list"),
+    ("schedule.lr", "a", "the schedule's state is not a table of numbers"),
+    ("schedule.observe", 1.0, "keeps no observe"),
+])
+def test_a_checkpoint_whose_training_state_is_malformed_is_one_line_on_resume(tmp_path, capsys, where, value,
+                                                                               message):
+    import numpy as np
+
+    from rnnlab.train import CHECKPOINT, load_checkpoint
+
+    out = tmp_path / "run"
+    code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "3", "--epochs", "1", "--engine", "numpy",
+                       "--quiet", "--out", out)
+    assert code == 0, err
+    arrays, meta = load_checkpoint(out / CHECKPOINT)
+    top, _, key = where.partition(".")
+    if key:
+        meta[top][key] = value
+    else:
+        meta[top] = value
+    np.savez(out / CHECKPOINT, meta=np.array(json.dumps(meta)), **arrays)
+    code, _, err = cli(capsys, "train", "--resume", "--epochs", "2", "--quiet", "--out", out)
+    assert code == 2 and "cannot resume from it" in err and message in err and "Traceback" not in err, err
+    code, _, err = cli(capsys, "evaluate", "--checkpoint", out / CHECKPOINT)
+    assert code == 0 and "Traceback" not in err, err        # its parameters and settings are sound
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    from rnnlab import train
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(train, "fit", no_memory)
+    code, _, err = cli(capsys, "train", "--task", "reber", "--hidden", "3", "--epochs", "1", "--engine", "numpy",
+                       "--quiet", "--out", tmp_path / "run")
+    assert code == 2 and "ran out of memory" in err.strip().splitlines()[-1], err
+
+
+def test_a_full_temporary_folder_during_a_check_is_one_short_line(published, tmp_path, capsys, monkeypatch):  # noqa: F811
+    import shutil as shutil_module
+
+    _tiny(monkeypatch)
+    dest = tmp_path / "docs"
+    shutil.copytree(published / "docs", dest)
+
+    def full_copy(src, dst, *args, **kwargs):
+        errors = [(f"{src}/file{i}", f"{dst}/file{i}", "[Errno 28] No space left on device") for i in range(2000)]
+        raise shutil_module.Error(errors)
+    monkeypatch.setattr(shutil_module, "copytree", full_copy)
+    code, _, err = cli(capsys, "republish", dest, "--check")
+    assert code == 2 and "No space left on device" in err and len(err) < 500 and len(err.splitlines()) == 1, err

@@ -218,10 +218,11 @@ def _train_into(args: argparse.Namespace, settings: dict[str, Any], out: Path, b
 def _evaluate(args: argparse.Namespace) -> int:
     from rnnlab.train import evaluate
 
-    task, model, _, meta, parameters = load_trained(args.checkpoint, last=args.last, engine=args.engine)
-    batch_size = meta["config"]["batch_size"]
+    task, model, settings, meta, parameters = load_trained(args.checkpoint, last=args.last, engine=args.engine)
+    batch_size = settings["batch_size"]        # range-checked where the checkpoint's settings were read
+    progress = meta.get("progress") if isinstance(meta.get("progress"), dict) else {}
     metrics: dict[str, Any] = {"checkpoint": str(args.checkpoint), "parameters": parameters,
-                               "epoch": meta.get("progress", {}).get("epoch"), "num_params": model.num_params()}
+                               "epoch": progress.get("epoch"), "num_params": model.num_params()}
     for split in ("train", "dev", "test") if args.split == "all" else (args.split,):
         if split in task.splits:
             metrics.update(evaluate(model, task.splits[split], batch_size, split))

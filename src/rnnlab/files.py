@@ -249,7 +249,15 @@ def copy_tree_regular(source: str | Path, target: str | Path) -> None:
         more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
         raise UnsafePath(f"{source / links[0]}: a symbolic link{more}; a folder with links is not copied: rnnlab "
                          "reads only the files a folder holds")
-    shutil.copytree(source, target, symlinks=True)
+    try:
+        shutil.copytree(source, target, symlinks=True)
+    except shutil.Error as err:         # one entry per file that failed: the first says why (a full disk)
+        failures = err.args[0] if err.args and isinstance(err.args[0], list) else []
+        first = failures[0][2] if failures and len(failures[0]) == 3 else str(err)[:200]
+        raise ValueError(f"{target}: {source} could not be copied there ({len(failures) or 'some'} files failed, "
+                         f"the first: {first})") from None
+    except OSError as err:
+        raise _one_line(target, err, f"{source} could not be copied here") from None
 
 
 def read_record_text(path: str | Path, limit: int = MAX_RECORD_BYTES) -> str:

@@ -364,6 +364,11 @@ class Schedule:
         return {k: v for k, v in vars(self).items() if isinstance(v, (int, float)) or v is None}
 
     def load_state_dict(self, state: Mapping[str, float]) -> None:
+        """Set the numbers ``state_dict`` names, and only those: a stored key that is not one of this schedule's
+        numbers (a method's name, from a damaged or hostile checkpoint) is refused."""
+        unknown = sorted(set(state) - set(self.state_dict()))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} keeps no {', '.join(map(str, unknown))}")
         for k, v in state.items():
             setattr(self, k, v)
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from rnnlab.common import RowGradient
 from rnnlab.engines.threads import blas_threads, choose_threads, threads_for
-from rnnlab.files import append_text, atomic_write, csv_text, read_json, write_text
+from rnnlab.files import append_text, atomic_write, csv_text, is_number, is_whole, read_json, write_text
 from rnnlab.models import STEP_HEADS, RecurrentModel, Stats
 from rnnlab.optim import clip_gradients, global_norm, make_optimizer, make_schedule
 
@@ -459,6 +459,29 @@ def _finish(model: RecurrentModel, best: dict[str, np.ndarray] | None, config: T
     return result
 
 
+def training_state_problem(meta: dict[str, Any]) -> str | None:
+    """What in a checkpoint's training state is not what a run stores (checked before any of it is used: a stored
+    epoch of −5 or a history that is not a list would train on from nowhere), or None."""
+    progress, schedule = meta.get("progress"), meta.get("schedule")
+    if not isinstance(progress, dict):
+        return "no progress table"
+    history = progress.get("history")
+    if not (isinstance(history, list) and all(isinstance(row, dict) for row in history)):
+        return "progress.history is not a list of epochs"
+    if not (is_whole(progress.get("epoch"), 0) and progress["epoch"] == len(history)):
+        return f"progress.epoch = {progress.get('epoch')!r} is not the count of its {len(history)} epochs"
+    for key, low in (("bad_epochs", 0), ("best_epoch", 1)):
+        if progress.get(key) is not None and not is_whole(progress[key], low):
+            return f"progress.{key} = {progress[key]!r} is not a whole number >= {low}"
+    for key in ("best_dev", "seconds"):
+        if progress.get(key) is not None and not (is_number(progress[key]) and math.isfinite(progress[key])):
+            return f"progress.{key} = {progress[key]!r} is not a number"
+    if not isinstance(schedule, dict) or not all(
+            v is None or isinstance(v, bool) or (is_number(v) and math.isfinite(v)) for v in schedule.values()):
+        return "the schedule's state is not a table of numbers"
+    return None
+
+
 def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: Any,
              rng: np.random.Generator) -> tuple[Progress, dict[str, np.ndarray] | None]:
     """Continue an interrupted run from ``out/checkpoint.npz``: parameters, optimizer, schedule, random
@@ -467,6 +490,10 @@ def _restore(out: Path | None, model: RecurrentModel, optimizer: Any, schedule: 
         raise FileNotFoundError(f"--resume: no checkpoint at {out / CHECKPOINT if out else '(no --out)'}")
     arrays, meta = load_checkpoint(out / CHECKPOINT)
     load_params(model, arrays, "param", str(out / CHECKPOINT))
+    wrong = training_state_problem(meta)
+    if wrong:
+        raise ValueError(f"checkpoint {out / CHECKPOINT}: cannot resume from it, its training state is damaged "
+                         f"({wrong})")
     try:
         optimizer.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
         schedule.load_state_dict(meta["schedule"])
