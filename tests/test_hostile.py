@@ -204,7 +204,15 @@ def _killed_at(dest: Path, step: int) -> int:
         except BaseException:
             os._exit(3)
         os._exit(0)
-    return os.waitpid(pid, 0)[1]
+    deadline = time.monotonic() + 60        # the child runs only file operations; a hang is a failure, not a wait
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"the publishing child (killed at step {step}) did not exit within 60 s")
 
 
 @pytest.fixture(scope="module")
