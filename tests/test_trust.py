@@ -803,6 +803,7 @@ SWEEP_OUTPUTS = ("trials.csv", "calls.jsonl", "report.html", "report.md", ".png"
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
 @example(pick=0, kind="trial.json", how="flip", where=0.1875, byte=0)    # a searched setting's name changed
+@example(pick=0, kind="trial.json", how="flip", where=0.109375, byte=0)  # its configuration (found in a fresh clone)
 @given(pick=st.integers(0, 10), kind=st.sampled_from(("trial.json", "result.json", *SWEEP_FILES)),
        how=st.sampled_from(DAMAGES), where=st.floats(0, 1), byte=st.integers(0, 255))
 def test_a_damaged_stored_sweep_never_raises_a_traceback_nor_loses_a_file(stored, tmp_path, capsys, pick, kind,

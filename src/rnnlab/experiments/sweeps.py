@@ -380,14 +380,18 @@ class TrialStore:
                    "seconds": (int, float, type(None)), "status": str, "error": str}
 
     def record(self, trial: Trial) -> dict | None:
-        """The trial's stored record, or None; a damaged one (a key or type missing, or another trial's id or
-        searched names: the CSV's columns are the sweep's) raises ValueError naming its file."""
+        """The trial's stored record, or None; a damaged one (a key or type missing, or another trial's id,
+        configuration, group or searched names: the CSV's columns are the sweep's, and the best settings are looked
+        up by configuration) raises ValueError naming its file."""
         record = self.jobs.done(trial.id)
         keys = self.RECORD_KEYS.items()
         if record is not None and not (all(k in record and isinstance(record[k], t) for k, t in keys)
-                                       and record["id"] == trial.id and set(record["values"]) == set(trial.values)):
+                                       and (record["id"], record["config"], record["group"]) ==
+                                       (trial.id, trial.config, trial.group)
+                                       and set(record["values"]) == set(trial.values)):
             raise ValueError(f"{self.path(trial) / self.jobs.marker}: not this trial's record (expected "
-                             f"{', '.join(self.RECORD_KEYS)}, id {trial.id} and the values of "
+                             f"{', '.join(self.RECORD_KEYS)}, id {trial.id}, configuration {trial.config}, group "
+                             f"{trial.group} and the values of "
                              f"{', '.join(sorted(trial.values)) or 'no searched setting'}); move the trial's folder "
                              "away, or pass --force to train every trial again")
         return record
