@@ -78,6 +78,18 @@ def test_a_stored_study_whose_file_is_a_link_is_refused_and_what_it_points_to_is
     assert (study / name).is_symlink()                  # the link itself stays: rnnlab did not write it
 
 
+def test_a_stored_study_folder_that_is_a_link_is_refused(stored, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """``--out runs`` is the user's to name; ``runs/tiny`` is rnnlab's, and a received one may lead elsewhere."""
+    _tiny(monkeypatch)
+    out = tmp_path / "runs"
+    out.mkdir()
+    victim, folder = _outside(tmp_path)
+    (out / "tiny").symlink_to(folder)
+    code, _, err = cli(capsys, "reproduce", "tiny", "--seeds", "1", "--workers", "1", "--out", out)
+    assert code == 2 and "tiny: a symbolic link" in err, err
+    _untouched(victim, folder)
+
+
 def test_train_into_a_folder_whose_owner_note_is_a_link_is_refused(tmp_path, capsys):
     victim, folder = _outside(tmp_path)
     out = tmp_path / "run"
@@ -145,7 +157,9 @@ def test_the_one_writer_refuses_every_kind_of_link_and_a_linked_parent(tmp_path,
     shutil.rmtree(root / "figures")
     _link(root / "figures", "folder", victim, folder)
     with pytest.raises(files.UnsafePath, match="figures: a symbolic link"):
-        files.write_bytes(root / "figures" / "x.png", b"png", root)
+        files.folder_in(root, "figures")
+    with pytest.raises(files.UnsafePath, match="figures: a symbolic link"):
+        files.refuse_link(root / "figures" / "x.png", root)
     with pytest.raises(files.UnsafePath, match="a symbolic link"):
         files.copy_regular(root / "page.md", root / "copy.md", root)
     _untouched(victim, folder)
@@ -278,13 +292,13 @@ def test_a_full_disk_mid_publish_leaves_the_folder_as_it_was_with_one_line(tmp_p
     calls = [0]
     real = files.write_bytes
 
-    def full(path, content, root=None):
+    def full(path, content):
         if calls[0] == at:
             raise files._one_line(Path(path), OSError(errno.ENOSPC, "No space left on device", str(path)))
         calls[0] += 1
-        return real(path, content, root)
+        return real(path, content)
     monkeypatch.setattr(files, "write_bytes", full)
-    monkeypatch.setattr(files, "write_text", lambda path, text, root=None: full(path, text.encode(), root))
+    monkeypatch.setattr(files, "write_text", lambda path, text: full(path, text.encode()))
     with pytest.raises(ValueError) as raised:
         _publish_new(dest)
     message = str(raised.value)

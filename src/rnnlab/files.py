@@ -82,6 +82,15 @@ def refuse_link(path: str | Path, root: str | Path | None = None) -> Path:
     return path
 
 
+def refuse_linked_folder(folder: str | Path) -> Path:
+    """``folder`` (created or not) unless it is a symbolic link: a folder rnnlab names inside the one the user
+    named (a study's ``OUT/NAME``) must not lead elsewhere."""
+    folder = Path(folder)
+    if os.path.islink(folder):
+        raise UnsafePath(f"{folder}: a symbolic link (to {os.readlink(folder)}); {LINK_ADVICE}")
+    return folder
+
+
 def folder_in(root: str | Path, *parts: str) -> Path:
     """The folder ``root/parts…``, each level created if missing; a level that is a link or not a folder is
     refused (UnsafePath naming it), so that what is written into it stays inside ``root``."""
@@ -94,9 +103,7 @@ def folder_in(root: str | Path, *parts: str) -> Path:
             pass
         except OSError as err:
             raise ValueError(f"{folder}: cannot be created ({err.strerror or err})") from None
-        if os.path.islink(folder):
-            raise UnsafePath(f"{folder}: a symbolic link (to {os.readlink(folder)}); {LINK_ADVICE}")
-        if not folder.is_dir():
+        if not refuse_linked_folder(folder).is_dir():
             raise UnsafePath(f"{folder}: not a folder; nothing was written into it")
     return folder
 
@@ -120,13 +127,14 @@ def _one_line(path: Path, err: OSError, what: str = "could not be written") -> V
     return ValueError(f"{path}: {what} ({err.strerror or err}); nothing was replaced")
 
 
-def atomic_write(path: str | Path, write: Callable[[Any], Any], root: str | Path | None = None) -> None:
+def atomic_write(path: str | Path, write: Callable[[Any], Any]) -> None:
     """Write through ``write(file)`` to a temp file beside ``path``, fsync, then rename over it; the file
     gets the mode a plain ``open`` would give it (0666 less the umask; mkstemp's would be 0600). A link at
-    ``path``, or at a parent of it inside ``root``, is refused before anything is written (``refuse_link``); the
-    rename replaces a name, never what it points to. A full disk or a refused write is one line naming ``path``,
+    ``path`` is refused before anything is written (``refuse_link``; a folder rnnlab names inside the one given is
+    checked where it is named: ``folder_in``, ``refuse_linked_folder``); the rename replaces a name, never what it
+    points to. A full disk or a refused write is one line naming ``path``,
     with ``path`` as it was."""
-    path = refuse_link(path, root)
+    path = refuse_link(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as err:
@@ -155,21 +163,21 @@ def _fsync_folder(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def write_text(path: str | Path, text: str, root: str | Path | None = None) -> None:
+def write_text(path: str | Path, text: str) -> None:
     """``text`` (UTF-8) into ``path`` through ``atomic_write``: never through a link."""
-    atomic_write(path, lambda f: f.write(text.encode()), root)
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
-def write_bytes(path: str | Path, content: bytes, root: str | Path | None = None) -> None:
+def write_bytes(path: str | Path, content: bytes) -> None:
     """``content`` into ``path`` through ``atomic_write``: never through a link."""
-    atomic_write(path, lambda f: f.write(content), root)
+    atomic_write(path, lambda f: f.write(content))
 
 
-def append_text(path: str | Path, text: str, root: str | Path | None = None, *, own_line: bool = False) -> None:
+def append_text(path: str | Path, text: str, *, own_line: bool = False) -> None:
     """Append ``text`` to ``path`` (created if missing), opened with ``O_NOFOLLOW``: a link there is refused, not
     followed. ``own_line``: start on a line of its own when the file's last line was cut off (a killed writer's),
     so that the cut-off line does not swallow this one."""
-    path = refuse_link(path, root)
+    path = refuse_link(path)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o666)
@@ -192,8 +200,7 @@ def append_text(path: str | Path, text: str, root: str | Path | None = None, *, 
         os.close(fd)
 
 
-def copy_regular(source: str | Path, target: str | Path, source_root: str | Path | None = None,
-                 target_root: str | Path | None = None) -> None:
+def copy_regular(source: str | Path, target: str | Path, source_root: str | Path | None = None) -> None:
     """Copy ``source`` to ``target`` (through ``atomic_write``): ``source`` must be a regular file, not a link
     nor under a linked folder inside ``source_root`` (a results folder's file that points elsewhere would publish
     what it points to)."""
@@ -208,7 +215,7 @@ def copy_regular(source: str | Path, target: str | Path, source_root: str | Path
         content = source.read_bytes()
     except OSError as err:
         raise ValueError(f"{source}: cannot be read ({err.strerror or err})") from None
-    write_bytes(target, content, target_root)
+    write_bytes(target, content)
 
 
 def regular_files(root: str | Path, skip_reserved: bool = True) -> dict[str, Path]:

@@ -29,7 +29,7 @@ from rnnlab.cells.registry import adopt_named_cell_files, named_cell_files
 from rnnlab.engines.threads import blas_threads
 from rnnlab.experiments.results import run_metrics
 from rnnlab.experiments.settings import SPLITS, build, run_record, train_config
-from rnnlab.files import LINK_ADVICE, UnsafePath, append_text, atomic_write, read_json, read_json_lines
+from rnnlab.files import append_text, atomic_write, read_json, read_json_lines, refuse_linked_folder
 from rnnlab.machine import cpu_cores
 from rnnlab.train import RESULT, RunFolder
 
@@ -109,8 +109,7 @@ class JobStore:
         trains into it: a received folder's ``jobs/KEY`` that points elsewhere would be written through."""
         for path in (self.root, self.root / job_id, *(self.root / job_id / name for name in
                                                        dict.fromkeys((*RunFolder.FILES, self.marker)))):
-            if os.path.islink(path):
-                raise UnsafePath(f"{path}: a symbolic link (to {os.readlink(path)}); {LINK_ADVICE}")
+            refuse_linked_folder(path)
         return self.root / job_id
 
     def done(self, job_id: str) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ from rnnlab.experiments.settings import (
 )
 from rnnlab.experiments.statistics import SequentialPlan, mean_std
 from rnnlab.experiments.verdicts import NOT_REPRODUCED, REPRODUCED, Claim, check_published, verdict_table
-from rnnlab.files import SET_ASIDE, csv_text, hold, set_aside, write_text
+from rnnlab.files import SET_ASIDE, csv_text, hold, refuse_linked_folder, set_aside, write_text
 from rnnlab.machine import cpu_cores
 from rnnlab.train import RESULT, RunFolder, timed_epoch
 from rnnlab.version import __version__
@@ -230,7 +230,7 @@ def run_experiment(exp: Experiment, out_root: str | Path = "runs", seeds: int | 
     engine); ``command``: the command line that asked for it, kept in the results. ``executor``: where
     the runs train, "local" (a process pool of ``workers``) or "ray" (the cluster at ``address``, or a
     local Ray instance); each finished run is kept as it arrives, so a rerun trains only what is missing."""
-    exp_dir = Path(out_root) / exp.name
+    exp_dir = refuse_linked_folder(Path(out_root) / exp.name)    # NAME is rnnlab's, inside the folder named
     with hold(exp_dir, command):     # one command at a time trains a study's folder
         return _run_held(exp, exp_dir, seeds, workers, quick, force, progress, replicas, engine, command, executor,
                          address)
