@@ -96,7 +96,7 @@ def _label(config: dict[str, Any]) -> str:
 
 def _draw(cell: Cell, T: int, B: int, rng: np.random.Generator):
     x = rng.normal(size=(T, B, cell.input_size))
-    h0 = tuple(rng.normal(scale=0.5, size=(B, cell.hidden_size)) for _ in range(cell.state_size))
+    h0 = cell.random_state(rng, B)
     dhs = rng.normal(size=(T, B, cell.hidden_size))
     return x, h0, dhs
 
@@ -232,7 +232,7 @@ def _check_ages(cls: type[Cell], config: dict, label: str) -> CheckResult:
     x, h0, _ = _draw(cell, 1, B, rng)
     hs, cache = cell.forward(x, _h0_arg(cell, h0))
     step_cache = {n: v[0] for n, v in cache.steps.items()}
-    deltas = tuple(rng.normal(size=(A, B, H)) for _ in range(cell.state_size))
+    deltas = tuple(rng.normal(size=(A,) + np.shape(s)) for s in h0)
     together = cell.step_backward(cell.params, deltas, step_cache, h0)
     for a in range(A):
         alone = cell.step_backward(cell.params, tuple(d[a] for d in deltas), step_cache, h0)
@@ -259,7 +259,7 @@ def _check_vjp(cls: type[Cell], config: dict, label: str) -> CheckResult:
     _, cache = cell.forward(x, _h0_arg(cell, h0))
     xw = cache.x[0] @ cell.params["W_x"] + (cell.params["b"] if "b" in cell.params else 0.0)
     step_cache = {n: v[0] for n, v in cache.steps.items()}
-    dstate = tuple(rng.normal(size=(B, cell.hidden_size)) for _ in range(cell.state_size))
+    dstate = tuple(rng.normal(size=np.shape(s)) for s in h0)
     with jax.enable_x64(True):
         p = {n: jnp.asarray(v) for n, v in cell.params.items()}
 

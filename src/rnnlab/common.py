@@ -19,6 +19,11 @@ def sigmoid(a, xp=np):
     return 0.5 * (1.0 + xp.tanh(0.5 * a))
 
 
+def softplus(a, xp=np):
+    """log(1 + eᵃ), without overflow; its derivative is σ(a)."""
+    return xp.logaddexp(0.0, a)
+
+
 def matrix_transpose(w):
     """Transpose of the last two axes: a weight, or a stack of independent weights (…, n, m)."""
     return w.swapaxes(-1, -2)

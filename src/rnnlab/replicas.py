@@ -64,7 +64,7 @@ def _stack_forward(model: RecurrentModel, layers: list, inputs, mask):
     m = mask[..., None]
     saved, h = [], inputs
     for cell, p in zip(model.rnn.layers, layers):
-        state0 = tuple(jnp.zeros((B, cell.hidden_size), inputs.dtype) for _ in range(cell.state_size))
+        state0 = tuple(jnp.zeros((B,) + shape, inputs.dtype) for shape in cell.state_shapes())
         states, steps = forward_scan(cell, True, p, h, state0, m)
         saved.append((h, state0, states, steps))
         h = states[0]

@@ -3,6 +3,7 @@ and the stack that layers them."""
 
 from rnnlab.cells.antisymmetric import AntisymmetricRNN, GatedAntisymmetricRNN
 from rnnlab.cells.base import Cache, Cell, Option, ParamView
+from rnnlab.cells.diagonal import RGLRU, S6, DiagonalLinear, MinLSTM
 from rnnlab.cells.gru import GRU
 from rnnlab.cells.indrnn import IndRNN
 from rnnlab.cells.janet import JANET
@@ -15,4 +16,4 @@ from rnnlab.cells.ugrnn import UGRNN
 
 __all__ = ["Cache", "Cell", "Option", "ParamView", "CELLS", "cell_class", "cell_options", "load_cell_file",
            "make_cell", "register_cell", "RNN", "IRNN", "GRU", "LSTM", "AntisymmetricRNN", "GatedAntisymmetricRNN",
-           "IndRNN", "JANET", "MinGRU", "UGRNN", "Stack"]
+           "IndRNN", "JANET", "MinGRU", "UGRNN", "Stack", "MinLSTM", "DiagonalLinear", "RGLRU", "S6"]

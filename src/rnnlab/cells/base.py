@@ -142,6 +142,9 @@ class Cell:
 
     - ``gates``: how many (B, hidden) blocks the input projection ``x W_x + b`` has (G);
     - ``state_size``: state components (2 for an LSTM's (h, c));
+    - ``state_shapes()``: each component's shape after the batch axis, ``(hidden,)`` each unless the cell
+      declares others (a matrix memory (heads, d, d), a per-channel state (hidden, N)); the first component is
+      always the output h, (B, hidden), the one errors are injected into;
     - ``options``: its math-changing constructor options (``Option``); their values form ``config``,
       one frozen value that keys every compiled program;
     - ``param_shapes()``: every parameter's shape, computed from the configuration without
@@ -244,7 +247,13 @@ class Cell:
         if len(shape) == 1:
             return init_bias(rng, H, shape[0], self.init, self.init_scale, self.dtype)
         scheme = self.recurrent_init if name == "W_h" else self.init
-        return init_weight(rng, shape[0], H, shape[1] // H, scheme, self.init_scale, self.dtype)
+        if len(shape) == 2 and shape[1] % H == 0:
+            return init_weight(rng, shape[0], H, shape[1] // H, scheme, self.init_scale, self.dtype)
+        # a width that is not whole gate blocks (S6's B and C of d_state columns), or a stack of matrices (heads):
+        # blocks of hidden columns drawn under the same scheme, the last one cut to the width
+        fan_in, width = int(np.prod(shape[:-1])), shape[-1]
+        blocks = init_weight(rng, fan_in, H, -(-width // H), scheme, self.init_scale, self.dtype)
+        return np.ascontiguousarray(blocks[:, :width]).reshape(shape)
 
     def initialize(self, rng: np.random.Generator) -> None:
         """Changes a cell makes to the drawn parameters (a forget bias, an identity matrix)."""
@@ -301,6 +310,15 @@ class Cell:
             grads["b_h"] = dhw.sum(axis=0)
         return grads
 
+    def state_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Each state component's shape after the batch axis; the first is the output h, ``(hidden,)``."""
+        return ((self.hidden_size,),) * self.state_size
+
+    def random_state(self, rng: np.random.Generator, B: int) -> State:
+        """A state drawn for the checks (``check_cell``): N(0, 0.5²) in every component unless the cell's
+        equations need a component in a range (a normaliser kept positive)."""
+        return tuple(rng.normal(scale=0.5, size=(B,) + shape) for shape in self.state_shapes())
+
     # -- the public interface -----------------------------------------------------------------
     def num_params(self) -> int:
         return int(sum(v.size for v in self.params.values()))
@@ -309,17 +327,20 @@ class Cell:
         return f"{type(self).__name__}({self.input_size}, {self.hidden_size}, params={self.num_params()})"
 
     def _initial_state(self, h0: Any, B: int) -> State:
-        H = self.hidden_size
+        shapes = [(B,) + shape for shape in self.state_shapes()]
         if h0 is None:
-            return tuple(np.zeros((B, H), self.dtype) for _ in range(self.state_size))
+            return tuple(np.zeros(shape, self.dtype) for shape in shapes)
         parts = (h0,) if self.state_size == 1 else tuple(h0)
         if len(parts) != self.state_size:
-            raise ValueError(f"h0: expected an (h, c) pair for {type(self).__name__}, got {len(parts)} arrays")
+            what = "an (h, c) pair" if self.state_size == 2 else f"{self.state_size} arrays"
+            raise ValueError(f"h0: expected {what} for {type(self).__name__}, got {len(parts)} arrays")
         out = []
-        for part in parts:
+        for i, (part, shape) in enumerate(zip(parts, shapes)):
             a = np.asarray(part, dtype=self.dtype)
-            if a.shape != (B, H):
-                raise ValueError(f"h0: expected shape (B, hidden_size) = ({B}, {H}), got {a.shape}")
+            if a.shape != shape:
+                if shape == (B, self.hidden_size):
+                    raise ValueError(f"h0: expected shape (B, hidden_size) = {shape}, got {a.shape}")
+                raise ValueError(f"h0[{i}]: expected shape {shape} (B first), got {a.shape}")
             out.append(a)
         return tuple(out)
 
@@ -364,19 +385,21 @@ class Cell:
         xw = (p["W_x"][x[0]] if x.ndim == 2 else x[0] @ p["W_x"]) + (p["b"] if "b" in p else 0)
         who = f"cell {getattr(type(self), 'name', '') or type(self).__name__}"
 
-        def check(what: str, parts: tuple, count: int, shape: tuple) -> None:
+        shapes = [(B,) + shape for shape in self.state_shapes()]
+
+        def check(what: str, parts: tuple, expected: list) -> None:
             got = [np.shape(a) for a in parts]
-            if len(parts) != count or any(g != shape for g in got):
-                raise ValueError(f"{who}: {what} has shape(s) {got}; expected {count} array(s) of shape {shape} "
-                                 f"(B = {B}, hidden = {H})")
+            if len(parts) != len(expected) or any(g != e for g, e in zip(got, expected)):
+                raise ValueError(f"{who}: {what} has shape(s) {got}; expected {len(expected)} array(s) of shape(s) "
+                                 f"{', '.join(map(str, expected))} (B = {B}, hidden = {H})")
 
         new, cache = self.step(p, xw, state)
         new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
-        check("step's returned state", new, self.state_size, (B, H))
+        check("step's returned state", new, shapes)
         dprev, dxw, _ = self.step_backward(p, tuple(np.ones_like(s) for s in new), cache, state)
         dprev = tuple(dprev) if isinstance(dprev, (tuple, list)) else (dprev,)
-        check("step_backward's state gradient", dprev, self.state_size, (B, H))
-        check("step_backward's input gradient dxw", (dxw,), 1, xw.shape)
+        check("step_backward's state gradient", dprev, shapes)
+        check("step_backward's input gradient dxw", (dxw,), [xw.shape])
         self._step_checked = True
 
     def backward(self, dhs: Any, cache: Cache, back_steps: int | None = None, dh_out: Array | None = None,

@@ -36,7 +36,7 @@ def forward_scan(cell, masked: bool, p, x, state0, mask):
         xw_t, m_t = inputs
         new, step_cache = cell.step(p, xw_t, state, xp=jnp)
         if masked:
-            new = tuple(jnp.where(m_t > 0, n, s) for n, s in zip(new, state))
+            new = loops.keep_padded(new, state, m_t, jnp)
         return new, (new, step_cache)
 
     _, (states, steps) = jax.lax.scan(body, state0, (xw, mask))
@@ -45,14 +45,15 @@ def forward_scan(cell, masked: bool, p, x, state0, mask):
 
 def backward_scan(cell, masked: bool, k, p, x, mask, state0, states, steps, dhs):
     prev = tuple(jnp.concatenate([s0[None], s[:-1]], axis=0) for s0, s in zip(state0, states))
-    carry0 = loops.new_carry(state0[0].shape, k, len(state0), state0[0].dtype, jnp)
+    shapes = tuple(s.shape for s in state0)
+    carry0 = loops.new_carry(shapes, k, state0[0].dtype, jnp)
 
     def body(carry, inputs):
         dh_t, step_t, prev_t, m_t = inputs
         m_t = m_t if masked else None
         d = loops.inject(carry, dh_t, k, jnp)
-        dprev, dxw_t, dhw_t = cell.step_backward(p, loops.masked_deltas(d, m_t), step_t, prev_t, xp=jnp)
-        carry = loops.step_back(loops.pass_padding(dprev, d, m_t), k, jnp)
+        dprev, dxw_t, dhw_t = cell.step_backward(p, loops.masked_deltas(d, m_t, shapes), step_t, prev_t, xp=jnp)
+        carry = loops.step_back(loops.pass_padding(dprev, d, m_t, shapes), k, jnp)
         return carry, (loops.sum_ages(dxw_t, k), loops.sum_ages(dhw_t, k), loops.total_error(d[0], k))
 
     final, (dxw, dhw, totals) = jax.lax.scan(body, carry0, (dhs, steps, prev, mask), reverse=True)
@@ -152,6 +153,6 @@ def fused_step(cell, back_steps: int | None = None):
 
     def run(p, x, dhs):
         B = x.shape[1]
-        state0 = tuple(jnp.zeros((B, cell.hidden_size), x.dtype) for _ in range(cell.state_size))
+        state0 = tuple(jnp.zeros((B,) + shape, x.dtype) for shape in cell.state_shapes())
         return program(p, x, state0, dhs)
     return run

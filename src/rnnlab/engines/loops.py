@@ -19,10 +19,15 @@ from __future__ import annotations
 from rnnlab.cells.kernel_blas import projection_matmul
 
 
-def new_carry(shape_bh: tuple, k: int | None, components: int, dtype, xp) -> tuple:
-    """Zero deltas for each state component: (B, H), or (k + 1, B, H) with ages."""
-    shape = shape_bh if k is None else (k + 1,) + tuple(shape_bh)
-    return tuple(xp.zeros(shape, dtype) for _ in range(components))
+def new_carry(shapes: tuple, k: int | None, dtype, xp) -> tuple:
+    """Zero deltas for each state component, one per shape ((B, H), or (B, ...) for a matrix or per-channel
+    state), with a leading axis of k + 1 ages under truncation."""
+    return tuple(xp.zeros(tuple(shape) if k is None else (k + 1,) + tuple(shape), dtype) for shape in shapes)
+
+
+def keep_padded(new: tuple, state: tuple, m_t, xp) -> tuple:
+    """A padded step (m_t = 0) keeps the state it was given, in every component."""
+    return tuple(xp.where(_fit(m_t, s.shape) > 0, n, s) for n, s in zip(new, state))
 
 
 def inject(carry: tuple, dh_t, k: int | None, xp) -> tuple:
@@ -36,14 +41,20 @@ def total_error(d_h, k: int | None):
     return d_h if k is None else d_h.sum(axis=0)
 
 
-def masked_deltas(d: tuple, m_t) -> tuple:
-    """What enters the step's adjoint: nothing on a padded step (m_t = 0)."""
-    return d if m_t is None else tuple(m_t * di for di in d)
+def masked_deltas(d: tuple, m_t, shapes: tuple) -> tuple:
+    """What enters the step's adjoint: nothing on a padded step (m_t = 0). ``shapes``: the state components'
+    shapes (B, ...), which say how the mask broadcasts against each delta (ages lead)."""
+    return d if m_t is None else tuple(_fit(m_t, s) * di for di, s in zip(d, shapes))
 
 
-def pass_padding(dprev: tuple, d: tuple, m_t) -> tuple:
+def pass_padding(dprev: tuple, d: tuple, m_t, shapes: tuple) -> tuple:
     """A padded step passes its deltas through to the previous state unchanged."""
-    return dprev if m_t is None else tuple(dp + (1.0 - m_t) * di for dp, di in zip(dprev, d))
+    return dprev if m_t is None else tuple(dp + (1.0 - _fit(m_t, s)) * di for dp, di, s in zip(dprev, d, shapes))
+
+
+def _fit(m_t, shape: tuple):
+    """m_t (B, 1) against a component of shape (B, ...) and any leading age axis."""
+    return m_t if len(shape) == 2 else m_t.reshape(m_t.shape[:1] + (1,) * (len(shape) - 1))
 
 
 def sum_ages(grad_t, k: int | None):
