@@ -228,7 +228,7 @@ def _check_shapes(cls: type[Cell], config: dict, label: str) -> CheckResult:
 def _check_ages(cls: type[Cell], config: dict, label: str) -> CheckResult:
     cell = cls(SIZES["input_size"], SIZES["hidden_size"], seed=1, **config)
     rng = np.random.default_rng(1)
-    B, H, A = SIZES["batch"], cell.hidden_size, 3
+    B, A = SIZES["batch"], 3
     x, h0, _ = _draw(cell, 1, B, rng)
     hs, cache = cell.forward(x, _h0_arg(cell, h0))
     step_cache = {n: v[0] for n, v in cache.steps.items()}

@@ -1,0 +1,172 @@
+"""DeltaNet and Gated DeltaNet: the delta rule on a matrix state (Schlag et al. 2021; Yang et al. 2024, 2025).
+
+Per head, with the state S stored k-major (d_k × d_v, flash-linear-attention's layout):
+
+    k ← k / ‖k‖,  q ← q / (‖q‖ √d)                       unit-norm keys; queries normalised and scaled
+    S̄ = α S                                              α = 1 (DeltaNet), exp(−e^{A_log} softplus(x W_α + dt_bias))
+    S' = S̄ + β k (v − S̄ᵀ k)ᵀ = (I − β k kᵀ) S̄ + β k vᵀ   (gated)
+    o  = S'ᵀ q
+
+β = σ(x W_β + b_β) ∈ (0, 1), or 2σ(·) ∈ (0, 2) with ``eigenvalues="signed"`` (fla's allow_neg_eigval): the
+transition I − β k kᵀ then has the eigenvalue 1 − β ∈ (−1, 1).
+
+Backward, with G = dS' + q do ᵀ everything reaching S' and e = v − S̄ᵀ k:
+
+    dq = S' do,   dβ = kᵀ G e,   dk = β G e + S̄ dr,   dv = de = β Gᵀ k,   dr = −de
+    dS̄ = G + k drᵀ,   dS = α dS̄,   dα = ⟨dS̄, S⟩
+
+then through the normalisations (d(k/‖k‖) = (dk̂ − k̂ (k̂·dk̂)) / ‖k‖) and the gates.
+
+The short convolutions, the output norm and gate of fla's layer belong to the block around the cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.registry import register_cell
+from rnnlab.cells.xlstm import _check_heads, _flat, _heads, _heads_option
+from rnnlab.common import sigmoid, softplus
+
+NORM_EPS = 1e-6       # inside the square root of the L2 norms, as fla's l2norm
+
+
+def _normalise(a, xp):
+    norm = xp.sqrt((a * a).sum(axis=-1, keepdims=True) + NORM_EPS)
+    return a / norm, norm
+
+
+def _normalise_backward(d_unit, unit, norm):
+    return (d_unit - unit * (unit * d_unit).sum(axis=-1, keepdims=True)) / norm
+
+
+def delta_step(p, xw, state, NH, gated=False, signed=False, xp=np):
+    _, S = state                                        # S (B, NH, d, d), k-major
+    H = S.shape[-3] * S.shape[-1]
+    d = S.shape[-1]
+    q_hat, q_norm = _normalise(_heads(xw[..., :H], NH), xp)
+    k, k_norm = _normalise(_heads(xw[..., H:2 * H], NH), xp)
+    v = _heads(xw[..., 2 * H:3 * H], NH)
+    s_beta = sigmoid(xw[..., 3 * H:3 * H + NH], xp)
+    beta = 2.0 * s_beta if signed else s_beta
+    cache = {"q_hat": q_hat, "q_norm": q_norm, "k": k, "k_norm": k_norm, "v": v, "s_beta": s_beta}
+    if gated:
+        g_pre = xw[..., 3 * H + NH:] + p["dt_bias"]
+        alpha = xp.exp(-xp.exp(p["A_log"]) * softplus(g_pre, xp))
+        S = alpha[..., None, None] * S
+        cache["g_pre"] = g_pre
+    retrieved = (S * k[..., :, None]).sum(axis=-2)                 # S̄ᵀ k  (…, NH, d_v)
+    S_new = S + beta[..., None, None] * k[..., :, None] * (v - retrieved)[..., None, :]
+    o = (S_new * q_hat[..., :, None]).sum(axis=-2) / np.sqrt(d)
+    return (_flat(o), S_new), cache
+
+
+def delta_step_backward(p, dstate, cache, prev, NH, gated=False, signed=False, xp=np):
+    dy, dS = dstate
+    _, S = prev
+    q_hat, q_norm, k, k_norm, v, s_beta = (cache[n] for n in ("q_hat", "q_norm", "k", "k_norm", "v", "s_beta"))
+    d = k.shape[-1]
+    beta = 2.0 * s_beta if signed else s_beta
+    if gated:
+        g_pre = cache["g_pre"]
+        A = xp.exp(p["A_log"])
+        log_alpha = -A * softplus(g_pre, xp)
+        alpha = xp.exp(log_alpha)
+        S_bar = alpha[..., None, None] * S
+    else:
+        S_bar = S
+    retrieved = (S_bar * k[..., :, None]).sum(axis=-2)
+    e = v - retrieved
+    S_new = S_bar + beta[..., None, None] * k[..., :, None] * e[..., None, :]
+    do = _heads(dy, NH) / np.sqrt(d)
+    G = dS + q_hat[..., :, None] * do[..., None, :]
+    dq_hat = (S_new * do[..., None, :]).sum(axis=-1)
+    Ge = (G * e[..., None, :]).sum(axis=-1)                       # G e  (…, NH, d_k)
+    d_beta = (k * Ge).sum(axis=-1)
+    de = beta[..., None] * (G * k[..., :, None]).sum(axis=-2)     # β Gᵀ k
+    dk = beta[..., None] * Ge - (S_bar * de[..., None, :]).sum(axis=-1)
+    dS_bar = G - k[..., :, None] * de[..., None, :]
+    dq = _normalise_backward(dq_hat, q_hat, q_norm)
+    dk_raw = _normalise_backward(dk, k, k_norm)
+    d_beta_pre = d_beta * s_beta * (1.0 - s_beta) * (2.0 if signed else 1.0)
+    parts = [_flat(dq), _flat(dk_raw), _flat(de), d_beta_pre]
+    if gated:
+        d_alpha = (dS_bar * S).sum(axis=(-1, -2))
+        d_log_alpha = d_alpha * alpha
+        d_g = d_log_alpha * -A * sigmoid(g_pre, xp)
+        parts.append(d_g)
+        dhw = xp.concatenate([d_log_alpha * log_alpha, d_g], axis=-1)     # per row: ∂A_log, ∂dt_bias
+        dS_prev = alpha[..., None, None] * dS_bar
+    else:
+        dS_prev = dS_bar
+    dxw = xp.concatenate(parts, axis=-1)
+    return (0.0 * dy, dS_prev), dxw, dhw if gated else dxw
+
+
+class _Delta(Cell):
+    gates = 3
+    state_size = 2
+    gated = False
+    options = (_heads_option(),
+               Option("eigenvalues", "nonnegative", str, "range of the delta rule's 1 - beta: nonnegative (beta in "
+                      "[0, 1]) or signed (beta in [0, 2], fla's allow_neg_eigval)", ("nonnegative", "signed")))
+
+    def _configure(self, *args, **kwargs):
+        super()._configure(*args, **kwargs)
+        _check_heads(self)
+
+    def state_shapes(self):
+        H, NH = self.hidden_size, self.heads
+        return ((H,), (NH, H // NH, H // NH))
+
+    def _width(self) -> int:
+        return 3 * self.hidden_size + self.heads * (2 if self.gated else 1)
+
+    def param_shapes(self):
+        shapes = {"W_x": (self.input_size, self._width())}
+        if self.bias:
+            shapes["b"] = (self._width(),)
+        if self.gated:
+            shapes["A_log"] = (self.heads,)
+            shapes["dt_bias"] = (self.heads,)
+        return shapes
+
+    def step(self, p, xw, state, xp=np):
+        return delta_step(p, xw, state, self.heads, self.gated, self.eigenvalues == "signed", xp)
+
+    def step_backward(self, p, dstate, cache, prev, xp=np):
+        return delta_step_backward(p, dstate, cache, prev, self.heads, self.gated, self.eigenvalues == "signed", xp)
+
+    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
+        if not self.gated:
+            return {}
+        total = dhw.sum(axis=0)
+        return {"A_log": total[:self.heads], "dt_bias": total[self.heads:]}
+
+
+@register_cell("deltanet")
+class DeltaNet(_Delta):
+    """DeltaNet, the delta rule with unit-norm keys (equations in the module docstring; fla's
+    ``delta_rule/naive.py``). State (y, S): y (B, hidden), the output (the step never reads it); S (B, heads, d, d),
+    d = hidden/heads. ``W_x`` (input_size, 3*hidden + heads) in block order q, k, v, β; ``b`` likewise:
+    (nm + n)·3 + heads (m + 1) parameters."""
+
+    title = "DeltaNet"
+
+
+@register_cell("gated-deltanet")
+class GatedDeltaNet(_Delta):
+    """Gated DeltaNet (Yang, Kautz & Hatamizadeh 2025; fla's ``gated_delta_rule/naive.py``: decay first, then the
+    delta update), equations in the module docstring. ``W_x`` (input_size, 3*hidden + 2*heads) in block order q, k,
+    v, β, α; ``b`` likewise; ``A_log`` (heads,) = log U(0, 16); ``dt_bias`` (heads,) = softplus⁻¹(dt), dt
+    log-uniform in [1e-3, 0.1] (the official init)."""
+
+    title = "Gated DeltaNet"
+    gated = True
+
+    def initialize(self, rng):
+        NH = self.heads
+        self.params["A_log"] = np.log(rng.uniform(1e-3, 16.0, size=NH)).astype(self.dtype)
+        dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), size=NH)).clip(min=1e-4)
+        self.params["dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(self.dtype)
