@@ -224,6 +224,12 @@ CELLS = (
     BenchCell("ugrnn", "ugrnn"), BenchCell("janet", "janet"), BenchCell("irnn", "irnn"),
     BenchCell("indrnn", "indrnn"), BenchCell("antisymmetric", "antisymmetric"),
     BenchCell("gated-antisymmetric", "gated-antisymmetric"),
+    # the modern recurrences (MODERN.md), each with the signed-eigenvalue change where the cell has it
+    BenchCell("minlstm", "minlstm"), BenchCell("diag-linear", "diag-linear"),
+    BenchCell("diag-linear-signed", "diag-linear", {"eigenvalues": "signed"}), BenchCell("rglru", "rglru"),
+    BenchCell("lru", "lru"), BenchCell("s6", "s6"), BenchCell("s6-signed", "s6", {"eigenvalues": "signed"}),
+    BenchCell("slstm", "slstm"), BenchCell("mlstm", "mlstm"), BenchCell("deltanet", "deltanet"),
+    BenchCell("deltanet-signed", "deltanet", {"eigenvalues": "signed"}), BenchCell("gated-deltanet", "gated-deltanet"),
 )
 LEARNING_RATES = (3e-3, 1e-2, 3e-2)
 SEARCH_SEEDS = (0, 1)
