@@ -226,3 +226,76 @@ def test_each_modern_cell_equals_its_pytorch_reference_forward_and_backward(name
     for i, s in enumerate(st):
         expected = np.zeros_like(state0[i]) if s.grad is None else s.grad.numpy()
         np.testing.assert_allclose(dh0[i], expected, rtol=1e-9, atol=1e-11, err_msg=f"{name}: gradient of h0[{i}]")
+
+
+# -- the state protocol, options and the command line ---------------------------------------------------------
+
+def test_a_state_that_is_not_b_by_hidden_is_checked_and_named():
+    cell = rnnlab.make_cell("s6", 3, 4, d_state=2)
+    assert cell.state_shapes() == ((4,), (4, 2))
+    x = np.zeros((5, 2, 3))
+    with pytest.raises(ValueError, match=r"h0\[1\]: expected shape \(2, 4, 2\) \(B first\), got \(2, 4\)"):
+        cell.forward(x, (np.zeros((2, 4)), np.zeros((2, 4))))
+    with pytest.raises(ValueError, match=r"h0: expected 2 arrays of shapes \(2, 4\), \(2, 4, 2\) for S6, got 1"):
+        cell.forward(x, (np.zeros((2, 4)),))
+    hs, cache = cell.forward(x)
+    assert [s.shape for s in cache.states] == [(5, 2, 4), (5, 2, 4, 2)]
+    assert [np.shape(s) for s in cache.final_state] == [(2, 4), (2, 4, 2)]
+
+
+def test_a_padded_step_keeps_a_matrix_state_and_passes_its_error_through():
+    cell = rnnlab.make_cell("deltanet", 3, 4, heads=2, seed=0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 2, 3))
+    mask = np.ones((4, 2))
+    mask[2:, 1] = 0.0
+    hs, cache = cell.forward(x, mask=mask)
+    np.testing.assert_array_equal(cache.states[1][3, 1], cache.states[1][1, 1])
+    np.testing.assert_array_equal(hs[3, 1], hs[1, 1])
+    full, _ = cell.forward(x[:2, 1:])
+    np.testing.assert_allclose(hs[:2, 1:], full, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["slstm", "mlstm", "deltanet", "gated-deltanet"])
+def test_heads_must_divide_the_hidden_size(name):
+    with pytest.raises(ValueError, match="heads must divide hidden_size \\(6\\), got 4"):
+        rnnlab.make_cell(name, 3, 6, heads=4)
+
+
+def test_lru_options_are_range_checked():
+    with pytest.raises(ValueError, match="expected 0 <= r_min < r_max <= 1"):
+        rnnlab.make_cell("lru", 3, 4, r_min=0.9, r_max=0.5)
+    cell = rnnlab.make_cell("lru", 3, 4, r_min=0.9, r_max=0.99, max_phase=0.314, seed=0)
+    modulus = np.exp(-np.exp(cell.params["nu_log"]))
+    assert np.all((modulus >= 0.9 - 1e-12) & (modulus <= 0.99 + 1e-12))
+    assert np.all(np.exp(cell.params["theta_log"]) <= 0.314)
+    np.testing.assert_allclose(np.exp(cell.params["gamma_log"]), np.sqrt(1 - modulus ** 2))
+
+
+def test_the_published_initialisations():
+    s6 = rnnlab.make_cell("s6", 3, 4, d_state=5, seed=0)
+    np.testing.assert_allclose(np.exp(s6.params["A_log"]), np.tile(np.arange(1, 6), (4, 1)))
+    dt = np.logaddexp(0, s6.params["b"][4:8])
+    assert np.all((dt >= 1e-3 - 1e-12) & (dt <= 0.1 + 1e-12)) and np.all(s6.params["D"] == 1)
+    rglru = rnnlab.make_cell("rglru", 3, 50, seed=0)
+    a = 1 / (1 + np.exp(rglru.params["Lambda"]))              # σ(−Λ)
+    assert np.all((a ** 2 >= 0.81 - 1e-12) & (a ** 2 <= 0.998 + 1e-12))
+    slstm = rnnlab.make_cell("slstm", 3, 8, heads=2, seed=0)
+    assert np.all(slstm.params["R"] == 0)
+    forget = slstm.params["b"][8:16]
+    np.testing.assert_allclose(forget[[0, 3, 4, 7]], [5.0, -7.0, 5.0, -7.0])
+    mlstm = rnnlab.make_cell("mlstm", 3, 8, heads=2, seed=0)
+    np.testing.assert_allclose(mlstm.params["b"][8 * 3 + 2:8 * 3 + 4], [3.0, 6.0])
+    assert np.all(mlstm.params["W_x"][:, 24:28] == 0)
+
+
+@pytest.mark.parametrize("name", ["s6", "mlstm"])
+def test_a_modern_cell_trains_stacked_from_the_command_line(tmp_path, name):
+    from rnnlab.cli import main
+    out = tmp_path / name
+    assert main(["train", "--task", "adding", "--cell", name, "--hidden", "4", "--layers", "2", "--epochs", "1",
+                 "--engine", "numpy", "--quiet", "--out", str(out)]) == 0
+    import json
+    result = json.loads((out / "result.json").read_text())
+    assert result["run"]["settings"]["cell"] == name and result["run"]["settings"]["layers"] == 2
+    assert np.isfinite(result["test_loss"])

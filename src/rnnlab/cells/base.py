@@ -332,7 +332,9 @@ class Cell:
             return tuple(np.zeros(shape, self.dtype) for shape in shapes)
         parts = (h0,) if self.state_size == 1 else tuple(h0)
         if len(parts) != self.state_size:
-            what = "an (h, c) pair" if self.state_size == 2 else f"{self.state_size} arrays"
+            vectors = all(shape == (B, self.hidden_size) for shape in shapes)
+            what = "an (h, c) pair" if self.state_size == 2 and vectors else \
+                f"{self.state_size} arrays of shapes {', '.join(map(str, shapes))}"
             raise ValueError(f"h0: expected {what} for {type(self).__name__}, got {len(parts)} arrays")
         out = []
         for i, (part, shape) in enumerate(zip(parts, shapes)):
