@@ -392,8 +392,10 @@ class Cell:
         def check(what: str, parts: tuple, expected: list) -> None:
             got = [np.shape(a) for a in parts]
             if len(parts) != len(expected) or any(g != e for g, e in zip(got, expected)):
-                raise ValueError(f"{who}: {what} has shape(s) {got}; expected {len(expected)} array(s) of shape(s) "
-                                 f"{', '.join(map(str, expected))} (B = {B}, hidden = {H})")
+                shapes_text = f"shape {expected[0]}" if len(set(expected)) == 1 else \
+                    "shapes " + ", ".join(map(str, expected))
+                raise ValueError(f"{who}: {what} has shape(s) {got}; expected {len(expected)} array(s) of "
+                                 f"{shapes_text} (B = {B}, hidden = {H})")
 
         new, cache = self.step(p, xw, state)
         new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
@@ -475,3 +477,17 @@ def _signature(cls: type) -> inspect.Signature:
     params = [p for p in base.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD][1:]  # no self
     params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default) for o in cls.options]
     return base.replace(parameters=params)
+
+
+class InputDrivenCell(Cell):
+    """A cell whose gates and candidate read only x (minGRU, minLSTM, the diagonal linear RNNs): no ``W_h`` and no
+    ``b_h``, so no recurrent-weight gradients unless the cell adds parameters of its own (RG-LRU's Λ)."""
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        shapes = super().param_shapes()
+        del shapes["W_h"]
+        shapes.pop("b_h", None)
+        return shapes
+
+    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np) -> dict:
+        return {}

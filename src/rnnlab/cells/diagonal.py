@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.base import InputDrivenCell, Option
 from rnnlab.cells.mingru import positive_activation
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import sigmoid, softplus
@@ -69,7 +69,7 @@ def minlstm_step_backward(p, dstate, cache, prev, coeff_norm=True, xp=np):
 
 
 @register_cell("minlstm")
-class MinLSTM(Cell):
+class MinLSTM(InputDrivenCell):
     """minLSTM (Feng et al. 2024, "Were RNNs all we needed?"): an LSTM whose gates and candidate read only x.
 
         h̃ = g(x W_xh + b_h),  f = σ(x W_xf + b_f),  i = σ(x W_xi + b_i)
@@ -85,20 +85,11 @@ class MinLSTM(Cell):
     options = (Option("coeff_norm", True, bool, "normalise f and i by their sum (the paper's f/(f+i); "
                       "the official code's use_coeff_norm)"),)
 
-    def param_shapes(self):
-        shapes = super().param_shapes()
-        del shapes["W_h"]
-        shapes.pop("b_h", None)
-        return shapes
-
     def step(self, p, xw, state, xp=np):
         return minlstm_step(p, xw, state, self.coeff_norm, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return minlstm_step_backward(p, dstate, cache, prev, self.coeff_norm, xp)
-
-    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
-        return {}
 
 
 # -- a diagonal linear RNN ------------------------------------------------------------------------------------
@@ -140,7 +131,7 @@ def diag_linear_step_backward(p, dstate, cache, prev, eigenvalues="nonnegative",
 
 
 @register_cell("diag-linear")
-class DiagonalLinear(Cell):
+class DiagonalLinear(InputDrivenCell):
     """A real diagonal linear RNN, the baseline of Grazzi et al. 2024 (rnnlab's form, MODERN.md §1.2):
 
         a = σ(x W_xa + b_a)            (eigenvalues="nonnegative": a ∈ (0, 1))
@@ -158,20 +149,11 @@ class DiagonalLinear(Cell):
                Option("input_scaling", "none", str, "what multiplies the input term: none, complement (1 - |a|) or "
                       "sqrt (sqrt(1 - a^2), as RG-LRU)", INPUT_SCALINGS))
 
-    def param_shapes(self):
-        shapes = super().param_shapes()
-        del shapes["W_h"]
-        shapes.pop("b_h", None)
-        return shapes
-
     def step(self, p, xw, state, xp=np):
         return diag_linear_step(p, xw, state, self.eigenvalues, self.input_scaling, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return diag_linear_step_backward(p, dstate, cache, prev, self.eigenvalues, self.input_scaling, xp)
-
-    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
-        return {}
 
 
 # -- RG-LRU ---------------------------------------------------------------------------------------------------
@@ -202,7 +184,7 @@ def rglru_step_backward(p, dstate, cache, prev, xp=np):
 
 
 @register_cell("rglru")
-class RGLRU(Cell):
+class RGLRU(InputDrivenCell):
     """Griffin's real-gated linear recurrent unit (De et al. 2024; recurrentgemma's ``RGLRU``):
 
         u = x W_xu + b_u,  r = σ(x W_xr + b_r),  i = σ(x W_xi + b_i)
@@ -221,8 +203,6 @@ class RGLRU(Cell):
 
     def param_shapes(self):
         shapes = super().param_shapes()
-        del shapes["W_h"]
-        shapes.pop("b_h", None)
         shapes["Lambda"] = (self.hidden_size,)
         return shapes
 
@@ -280,7 +260,7 @@ def s6_step_backward(p, dstate, cache, prev, eigenvalues="nonnegative", xp=np):
 
 
 @register_cell("s6")
-class S6(Cell):
+class S6(InputDrivenCell):
     """Mamba's selective state space recurrence (Gu & Dao 2023; ``selective_scan_ref``), one layer's cell:
 
         u = x W_xu + b_u,  Δ = softplus(x W_xΔ + b_Δ)          (B, E), E = hidden channels

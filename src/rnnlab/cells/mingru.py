@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
-from rnnlab.cells.base import Cell
+from rnnlab.cells.base import InputDrivenCell
 from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, one_of, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import sigmoid
@@ -48,26 +48,17 @@ def mingru_step_backward(p, dstate, cache, prev, xp=np):
 
 
 @register_cell("mingru")
-class MinGRU(Cell):
+class MinGRU(InputDrivenCell):
     """minGRU: ``W_x`` (input_size, 2*hidden) in block order z, h̃, ``b`` (2*hidden,); no W_h."""
 
     title = "minGRU"
     gates = 2
-
-    def param_shapes(self):
-        shapes = super().param_shapes()
-        del shapes["W_h"]
-        shapes.pop("b_h", None)
-        return shapes
 
     def step(self, p, xw, state, xp=np):
         return mingru_step(p, xw, state, xp)
 
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return mingru_step_backward(p, dstate, cache, prev, xp)
-
-    def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
-        return {}
 
     def fused_forward(self, p, xw, state0, mask):
         T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
