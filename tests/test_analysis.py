@@ -222,6 +222,35 @@ def test_jacobians_match_finite_differences(kind):
     np.testing.assert_allclose(J[1, 0], numeric, atol=1e-8)
 
 
+@pytest.mark.parametrize("kind, options", [("s6", {"d_state": 2}), ("mlstm", {"heads": 2})])
+def test_jacobians_of_a_matrix_state_match_finite_differences(kind, options):
+    cell = rnnlab.make_cell(kind, 2, 4, seed=4, **options)
+    x = np.random.default_rng(1).normal(size=(3, 1, 2))
+    J = jacobians(cell, x)
+    _, cache = cell.forward(x)
+    shapes = cell.state_shapes()
+    s0 = np.concatenate([s[0, 0].ravel() for s in cache.states])
+    sizes = np.cumsum([0] + [int(np.prod(shape)) for shape in shapes])
+    assert J.shape == (3, 1, sizes[-1], sizes[-1])
+
+    def step(s):
+        h0 = tuple(s[a:b].reshape((1,) + shape) for a, b, shape in zip(sizes[:-1], sizes[1:], shapes))
+        _, c = cell.forward(x[1:2], h0)
+        return np.concatenate([st[0, 0].ravel() for st in c.states])
+
+    numeric = np.stack([(step(s0 + 1e-6 * e) - step(s0 - 1e-6 * e)) / 2e-6 for e in np.eye(len(s0))], axis=1)
+    np.testing.assert_allclose(J[1, 0], numeric, atol=1e-7)
+
+
+def test_the_discrepancy_refuses_a_cell_it_cannot_draw():
+    from rnnlab.analysis.discrepancy import discrepancy_curve
+
+    with pytest.raises(ValueError, match=r"'s6' has state shapes \(\(3,\), \(3, 16\)\)"):
+        discrepancy_curve("s6", 3, draws=2, max_l=2)
+    with pytest.raises(ValueError, match=r"'slstm' has the parameter\(s\) \['R'\] of more than two axes"):
+        discrepancy_curve("slstm", 3, draws=2, max_l=2)
+
+
 def test_discrepancy_marks_rounding_noise_and_draws_distinct_streams():
     from rnnlab.analysis.discrepancy import discrepancy, precision_floor
 

@@ -57,6 +57,12 @@ def discrepancy_curve(cell: str, k: int, init: str = "normal", max_l: int = 50, 
     except (TypeError, ValueError) as err:
         raise ValueError(f"cell: cannot build {cell!r} ({err}); expected a registered cell or one of "
                          f"{tuple(VARIANTS) + tuple(ALIASES)}") from None
+    vectors = all(shape == (k,) for shape in model.state_shapes())
+    odd = [n for n, shape in model.param_shapes().items() if len(shape) > 2]
+    if not vectors or odd:
+        raise ValueError(f"cell: the (l,k)-discrepancy draws a vector state and matrix or vector parameters; "
+                         f"{cell!r} has " + (f"state shapes {model.state_shapes()}" if not vectors else
+                                             f"the parameter(s) {odd} of more than two axes"))
     rng = np.random.default_rng(seed)
     # every parameter drawn per draw (W_x first, as the paper's W and U); vectors broadcast over the two words
     p = {n: draw_weights(rng, draws, shape[0], shape[1], init) if len(shape) == 2

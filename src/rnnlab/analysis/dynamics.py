@@ -66,20 +66,24 @@ def classify_units(trajectories: np.ndarray, power_share: float = 0.4, growth: f
 
 
 def jacobians(cell: Cell, x: np.ndarray, h0=None) -> np.ndarray:
-    """J_t = ∂s_t/∂s_{t−1} along the trajectory of x (T, B, input): (T, B, S, S), S = state size."""
+    """J_t = ∂s_t/∂s_{t−1} along the trajectory of x (T, B, input): (T, B, S, S), S = state size, the state's
+    components (``cell.state_shapes()``: a matrix memory too) flattened and laid end to end."""
     _, cache = cell.forward(x, h0)
     T, B = cache.x.shape[:2]
-    H, C = cell.hidden_size, cell.state_size
-    S = H * C
+    shapes = cell.state_shapes()
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    S = sum(sizes)
+    ends = np.cumsum(sizes)
     prev = cache.prev_states()
     eye = np.eye(S, dtype=cell.dtype)
-    basis = tuple(np.broadcast_to(eye[:, None, c * H:(c + 1) * H], (S, B, H)) for c in range(C))  # (S, B, H)
+    basis = tuple(np.broadcast_to(eye[:, None, end - size:end].reshape((S, 1) + shape), (S, B) + shape)
+                  for shape, size, end in zip(shapes, sizes, ends))                 # (S, B, component)
     out = np.empty((T, B, S, S), cell.dtype)
     for t in range(T):
         step_cache = {name: v[t] for name, v in cache.steps.items()}
         dprev, _, _ = cell.step_backward(cell.params, basis, step_cache, tuple(s[t] for s in prev))
         # row i of J is the vector-Jacobian product of the i-th basis vector
-        out[t] = np.concatenate([d for d in dprev], axis=-1).transpose(1, 0, 2)
+        out[t] = np.concatenate([np.reshape(d, (S, B, -1)) for d in dprev], axis=-1).transpose(1, 0, 2)
     return out
 
 
