@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.blocks import block_param_count
 from rnnlab.cells.registry import cell_class
 from rnnlab.common import check_positive_int
 
@@ -27,6 +28,10 @@ def count_params(
     num_layers: int = 1,
     bias: bool = True,
     recurrent_bias: bool = False,
+    block: str = "none",
+    block_norm: str = "rms",
+    block_expansion: int | None = None,
+    project_input: bool = True,
     **options: Any,
 ) -> int:
     """Number of parameters.
@@ -34,7 +39,9 @@ def count_params(
     ``count_params(obj)`` counts an object with ``num_params()`` or ``params``, or a dict of arrays.
     ``count_params("gru", input_size=7, hidden_size=10, output_size=7)`` computes it for a cell
     name without building anything: ``num_layers`` stacked layers plus, if ``output_size``, a
-    linear readout with bias; ``options`` are the cell's (``variant="cho"``, ``ablate="cifg"``).
+    linear readout with bias; ``options`` are the cell's (``variant="cho"``, ``ablate="cifg"``). With a
+    ``block`` (``rnnlab.blocks``) every layer's cell is hidden → hidden, and the block's norms, feed-forward
+    parts and input map (``project_input``) are counted too, so matched budgets stay matched.
     The count comes from the cell's declared parameter shapes, so any registered cell (or
     ``"file.py:Class"``) can be counted.
     """
@@ -50,10 +57,15 @@ def count_params(
     input_size = check_positive_int(input_size, "input_size")
     hidden_size = check_positive_int(hidden_size, "hidden_size")
     num_layers = check_positive_int(num_layers, "num_layers")
+    blocked = block != "none"
     total = sum(
-        _layer_count(model, input_size if i == 0 else hidden_size, hidden_size, bias, recurrent_bias, options)
+        _layer_count(model, input_size if i == 0 and not blocked else hidden_size, hidden_size, bias, recurrent_bias,
+                     options)
         for i in range(num_layers)
     )
+    if blocked:
+        total += block_param_count(block, hidden_size, input_size, block_expansion, block_norm, bias, project_input,
+                                   num_layers)
     if output_size:
         total += hidden_size * output_size + output_size
     return total

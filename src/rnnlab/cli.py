@@ -101,8 +101,9 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         flag = "--" + s.name.replace("_", "-")
         shown = s.default if not isinstance(s.default, list) else ",".join(map(str, s.default))
         choices = f" {{{','.join(s.choices)}}}" if s.choices else ""
+        bare = {} if s.bare is None else {"nargs": "?", "const": s.bare}
         parser.add_argument(flag, dest=s.name, default=None, metavar=s.name.upper(),
-                            help=f"{s.help}{choices} (default: {shown})")
+                            help=f"{s.help}{choices} (default: {shown})", **bare)
 
 
 def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Models: input → stacked recurrent layers → linear readout → loss.
+"""Models: input → stacked recurrent layers (or residual blocks around them) → linear readout → loss.
 
 One class covers the studies' models through its ``head``:
 
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnlab.blocks import BLOCKS, ResidualBlocks
 from rnnlab.cells import ParamView, Stack
 from rnnlab.common import RowGradient, check_dtype, scatter_add
 from rnnlab.layers import Embedding, Linear, linear, linear_backward, select_last, select_last_backward
@@ -53,7 +54,7 @@ class Stats:
 
 
 class RecurrentModel:
-    """[embedding | one-hot] → Stack of cells → Linear readout → loss.
+    """[embedding | one-hot] → Stack of cells (``block="none"``) or ``ResidualBlocks`` → Linear readout → loss.
 
     ``params`` is a live flat view: ``"emb.W"``, ``"rnn.0.W_x"``, ``"rnn.0.W_h"``, …, ``"out.W"``,
     ``"out.b"``. Extra keyword arguments go to every cell (variant, activation, bias, init, ...).
@@ -73,6 +74,9 @@ class RecurrentModel:
         one_hot: bool = False,
         seed: int | None = None,
         dtype: Any = np.float64,
+        block: str = "none",
+        block_norm: str = "rms",
+        block_expansion: int | None = None,
         **cell_kwargs: Any,
     ) -> None:
         if head not in HEADS:
@@ -95,8 +99,17 @@ class RecurrentModel:
             table_init = {"init": "uniform", "init_scale": cell_kwargs["init_scale"]} if uniform_scale else {}
             self.embedding = Embedding(vocab_size, input_size, seed=int(seeds[0]), dtype=dtype, **table_init)
             children["emb"] = self.embedding
-        self.rnn = Stack.build(cell, input_size, hidden_size, num_layers, seed=int(seeds[1]), dtype=dtype,
-                               **cell_kwargs)
+        if block not in BLOCKS:
+            raise ValueError(f"block: expected one of {BLOCKS}, got {block!r}")
+        self.block = block
+        if block == "none":
+            self.rnn = Stack.build(cell, input_size, hidden_size, num_layers, seed=int(seeds[1]), dtype=dtype,
+                                   **cell_kwargs)
+        else:     # the stream is hidden wide: inputs enter through a map, unless an embedding already is
+            project = not (self.embedding is not None and input_size == hidden_size)
+            self.rnn = ResidualBlocks.build(cell, input_size, hidden_size, num_layers, block=block, norm=block_norm,
+                                            expansion=block_expansion, project_input=project, seed=int(seeds[1]),
+                                            dtype=dtype, **cell_kwargs)
         # the readout follows the cells' bias and initialiser settings (a study's "no bias anywhere",
         # "every matrix randn·√0.1"); under "uniform" it is PyTorch's nn.Linear
         self.readout = Linear(hidden_size, output_size, bias=cell_kwargs.get("bias", True),
@@ -110,7 +123,8 @@ class RecurrentModel:
         return int(sum(p.size for p in self.params.values()))
 
     def __repr__(self) -> str:
-        return (f"RecurrentModel({self.cell}, hidden={self.hidden_size}, layers={len(self.rnn.layers)}, "
+        block = "" if self.block == "none" else f", block={self.block}"
+        return (f"RecurrentModel({self.cell}{block}, hidden={self.hidden_size}, layers={len(self.rnn.layers)}, "
                 f"head={self.head}, params={self.num_params()})")
 
     # -- public -------------------------------------------------------------------------------
@@ -137,12 +151,12 @@ class RecurrentModel:
         """Outputs (logits or linear outputs) and the final recurrent state per layer."""
         hs, cache = self.rnn.forward(self._inputs(batch.x), h0, batch.mask)
         y, _ = self.readout.forward(head_features(self.head, hs, batch.mask))
-        return y, Stack.final_state(cache), hs
+        return y, self.rnn.final_state(cache), hs
 
     def evaluate(self, batch, h0: list | None = None) -> tuple[Stats, list]:
         hs, cache = self.rnn.forward(self._inputs(batch.x), h0, batch.mask)
         _, stats, _ = self._head_loss(hs, batch)
-        return stats, Stack.final_state(cache)
+        return stats, self.rnn.final_state(cache)
 
     def _head_loss(self, hs: np.ndarray, batch, normalization: str = "token"):
         positions = hs.shape[:2] if self.head in STEP_HEADS else hs.shape[1:2]
@@ -169,7 +183,7 @@ class RecurrentModel:
         rnn_grads, dx, _ = self.rnn.backward(dhs, cache, back_steps, dh_out, need_dx=self.embedding is not None)
         grads.update({f"rnn.{k}": g for k, g in rnn_grads.items()})
         grads.update(model_inputs_backward(self, self.params, np.asarray(batch.x), dx, rows=row_gradients))
-        return loss, {k: grads[k] for k in self.params}, stats, Stack.final_state(cache)
+        return loss, {k: grads[k] for k in self.params}, stats, self.rnn.final_state(cache)
 
 
 # -- the pure pieces (NumPy or jax.numpy) ---------------------------------------------------------

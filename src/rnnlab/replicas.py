@@ -353,6 +353,9 @@ def _replica_arguments(models: list[RecurrentModel], train: Any, dev: Any, test:
     initial_lrs = [config.lr] * R if learning_rates is None else [float(lr) for lr in learning_rates]
     if len(initial_lrs) != R or not all(lr > 0 for lr in initial_lrs):
         raise ValueError(f"learning_rates: expected one positive rate per model ({R}), got {initial_lrs}")
+    if getattr(models[0], "block", "none") != "none":
+        raise ValueError(f"models: block {models[0].block!r} is not compiled for replicas; train these runs one "
+                         "by one (without --replicas)")
     for noise in ("weight_noise", "input_noise"):
         if getattr(config, noise):
             raise ValueError(f"{noise}: not supported by fit_replicas (fit draws it from NumPy's generator)")

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rnnlab.blocks import BLOCKS, NORMS
 from rnnlab.cells.kernel_blas import CHOICE as BLAS_CHOICE
 from rnnlab.cells.registry import CELLS, CellFileNotNamed, cell_class, cell_file_sha256, cell_options, is_cell_file
 from rnnlab.common import optional_float, to_bool
@@ -107,6 +108,7 @@ class Setting:
     convert: Callable[[Any], Any]
     help: str
     choices: tuple | None = None
+    bare: Any = None               # the value of the flag given alone (``--block`` means ``--block glu``)
 
 
 TRAINING = TrainConfig()     # the training settings' defaults are TrainConfig's: one place
@@ -130,6 +132,12 @@ def _settings_table() -> list[Setting]:
         *(Setting(o.name, o.default, o.convert, o.help, o.choices) for o in cell_options().values()),
         Setting("hidden", 64, _positive, "hidden units per layer"),
         Setting("layers", 1, _positive, "stacked recurrent layers"),
+        Setting("block", "none", str, "around each cell: none (cells stacked directly) or the residual block, "
+                "pre-norm → cell → residual → feed-forward → residual, with an MLP (mlp), a gated MLP (glu; --block "
+                "alone) or no feed-forward part (mixer)", BLOCKS, bare="glu"),
+        Setting("block_norm", "rms", str, "the block's norm: rms (RMSNorm) or layer (LayerNorm)", NORMS),
+        Setting("block_expansion", None, _optional_positive, "the block's feed-forward width as a multiple of "
+                "--hidden (none: 4 for mlp, 3 for glu)"),
         Setting("embedding_dim", None, _optional_positive, "embedding size of word tasks (none = --hidden)"),
         Setting("bias", True, to_bool, "use biases"),
         Setting("recurrent_bias", False, to_bool, "a second, recurrent bias per gate as PyTorch counts them"),
@@ -211,6 +219,12 @@ def cell_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def block_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """The model's block arguments (``rnnlab.blocks``); a run stored before blocks existed has none."""
+    return {"block": settings.get("block", "none"), "block_norm": settings.get("block_norm", "rms"),
+            "block_expansion": settings.get("block_expansion")}
+
+
 def resolve_engine(settings: dict[str, Any]) -> tuple[str, str]:
     """The engine a run uses and why: ``auto`` resolved for its cell (``Cell.choose_engine``)."""
     kwargs = cell_kwargs(settings)
@@ -223,7 +237,8 @@ def resolve_engine(settings: dict[str, Any]) -> tuple[str, str]:
 # from settings (a sweep's trials) leave them out while they hold that default, so gaining a setting keeps
 # every stored trial's id; stored settings are read with them filled in (complete_settings).
 # Cell options count as later settings too, except the two every stored run has carried from the start.
-LATER_SETTINGS = ("forget_bias", "bucket", "nesterov", "momentum_scales_lr", "input_noise")
+LATER_SETTINGS = ("forget_bias", "bucket", "nesterov", "momentum_scales_lr", "input_noise", "block", "block_norm",
+                  "block_expansion")
 FIRST_CELL_OPTIONS = ("activation", "variant")
 
 
@@ -273,7 +288,7 @@ def build(settings: dict[str, Any], task=None):
     check_memory(settings, task)
     model = build_model(task, settings["cell"], settings["hidden"], settings["layers"], seed=settings["seed"],
                         dtype=np.dtype(settings["dtype"]), embedding_dim=settings.get("embedding_dim"),
-                        **cell_kwargs(settings))
+                        **block_kwargs(settings), **cell_kwargs(settings))
     return task, model
 
 
@@ -294,7 +309,9 @@ def check_memory(settings: dict[str, Any], task: Task) -> None:
         embedding = (task.vocab_size or 0) * inputs
     count = embedding + count_params(settings["cell"], input_size=inputs, hidden_size=settings["hidden"],
                                      output_size=task.output_size, num_layers=settings["layers"],
-                                     bias=settings["bias"], recurrent_bias=settings["recurrent_bias"], **options)
+                                     bias=settings["bias"], recurrent_bias=settings["recurrent_bias"],
+                                     project_input=not (embedding and inputs == settings["hidden"]),
+                                     **block_kwargs(settings), **options)
     needed = count * np.dtype(settings["dtype"]).itemsize * PARAMETER_COPIES
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
