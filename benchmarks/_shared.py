@@ -116,6 +116,14 @@ def docs_name(script: str, all_cores: bool) -> str:
     return f"{script}-{vendor}-{'all-cores' if all_cores else '1-thread'}{forced}"
 
 
+def machine_line() -> str:
+    """Every benchmark's header: the processor and the BLAS at work (library, version, the kernel family it runs,
+    an ``OPENBLAS_CORETYPE`` pin and a warning where that pin is below the processor)."""
+    from rnnlab.cells.kernel_blas import blas_description
+
+    return f"{processor()}; {blas_description()}"
+
+
 def processor() -> str:
     """``lscpu``'s model name (the vendor decides which BLAS kernels run, so every table names it)."""
     from rnnlab.machine import processor_name

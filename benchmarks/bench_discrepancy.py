@@ -10,6 +10,7 @@ import argparse
 import os
 import time
 
+import _shared  # the script's folder is on sys.path
 from rnnlab.analysis.discrepancy import discrepancy
 
 
@@ -22,6 +23,7 @@ def main() -> None:
         start = time.perf_counter()
         records = discrepancy(cells, ("normal",), range(1, 21), 50, args.draws)
         seconds = time.perf_counter() - start
+        print(_shared.machine_line())
         print(f"{'+'.join(cells):8} {len(records):6d} (l,k) points, {args.draws} draws: "
               f"{seconds:6.2f} s ({cores} cores)")
 

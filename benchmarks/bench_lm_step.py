@@ -64,6 +64,7 @@ def main() -> None:
         for name, way in ways.items():
             times[name].append(cpu_ms(*way))
     RecurrentModel._inputs, models.softmax_cross_entropy_fused = row_lookups, fused
+    print(_shared.machine_line())
     print(f"{processor_name()}; batch {np.asarray(batch.x).shape} (T, B), vocab "
           f"{model.input_size}, hidden {model.hidden_size}; 1 thread, CPU ms per step (median of {args.blocks})")
     base = np.median(times["rnnlab"])

@@ -15,6 +15,7 @@ import time
 import jax
 import numpy as np
 
+import _shared  # the script's folder is on sys.path
 from rnnlab.data.tasks import build_model, get_task
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
 from rnnlab.replicas import fit_replicas
@@ -38,6 +39,7 @@ def main() -> None:
         fit_replicas(models, train, None, test, config, list(range(n)), align_lengths=True)
         return time.perf_counter() - tic
 
+    print(_shared.machine_line())
     print(f"GRU-10 on embedded Reber, {len(train)} strings, {args.epochs} epochs, float32, on {jax.devices()}")
     for n in args.counts:
         first = run(n)

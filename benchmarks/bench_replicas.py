@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+import _shared  # the script's folder is on sys.path
 from _shared import median_time  # the script's folder is on sys.path
 from rnnlab.data.tasks import build_model, get_task
 from rnnlab.experiments.defaults import STUDY_DEFAULTS
@@ -61,6 +62,7 @@ def main() -> None:
         replicas(count, **options)()          # compiles every padded length it meets
         compile_s = time.perf_counter() - tic
         timed.append((name, count, median_time(replicas(count, **options), args.repeats, warmups=0), compile_s))
+    print(_shared.machine_line())
     print(f"GRU-10 ({models(1)[0].num_params()} parameters) on embedded Reber, {len(train)} strings, {args.epochs} "
           f"epochs, float32, {cores} cores; median of {args.repeats} after a first (compiling) run; "
           f"{time.perf_counter() - start:.0f} s in all")

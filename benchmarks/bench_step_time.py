@@ -85,6 +85,7 @@ def main() -> None:
         try:
             import jax  # noqa: F401
         except ImportError:
+            print(_shared.machine_line())
             print("jax is not installed (pip install -e '.[jax]'); benchmarking the NumPy engine only")
             with_jax = False
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

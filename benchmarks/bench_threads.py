@@ -11,6 +11,7 @@ is what the rule picks for that size.
 
 from __future__ import annotations
 
+import _shared  # the script's folder is on sys.path
 import rnnlab  # first: it sets OpenBLAS's idle-thread timeout before NumPy loads OpenBLAS
 
 # isort: split
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
     cores = cpu_cores()
+    print(_shared.machine_line())
     print(f"rnnlab {rnnlab.__version__}, float32, wall ms per training step, 1 thread / {cores} threads")
     print(f"{'cell':5} {'T':>4} {'B':>4} {'in':>4} {'hid':>4}  {'engine':6} {'1 thread':>9} {'all':>9}  rule")
     for kind, (T, B, I, H) in SIZES:

@@ -425,3 +425,14 @@ def test_a_record_from_before_a_class_existed_describes_the_classes_it_has():
     assert blas_provider.Choice.from_record(record).describe("where they trained") == (
         "small products in openblas, large products in mkl, readout products in mkl; on more threads small in "
         "openblas, large in openblas, readout in openblas (timed where they trained)")
+
+
+def test_a_pin_below_the_processor_is_warned_of_and_named_in_the_description(monkeypatch):
+    from rnnlab.cells.kernel_blas import blas_description, openblas_pin_warning
+
+    assert "Haswell" in openblas_pin_warning({"OPENBLAS_CORETYPE": "Haswell"}, {"avx2", "avx512f"})
+    assert openblas_pin_warning({"OPENBLAS_CORETYPE": "Haswell"}, {"avx2"}) is None        # not below: no AVX-512
+    assert openblas_pin_warning({"OPENBLAS_CORETYPE": "SkylakeX"}, {"avx512f"}) is None    # a pin at the processor
+    assert openblas_pin_warning({}, {"avx512f"}) is None
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
+    assert "[OPENBLAS_CORETYPE=Zen]" in blas_description()

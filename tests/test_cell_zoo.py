@@ -25,8 +25,10 @@ from rnnlab.experiments.settings import default_settings, resolve_settings
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUILT_IN = sorted(name for name in CELLS if ":" not in name)
-# the modern recurrences (issue 71) have no fused Numba kernels yet: engine "auto" runs them on JAX
-WITHOUT_KERNELS = {"minlstm", "diag-linear", "rglru", "s6", "lru", "slstm", "mlstm", "deltanet", "gated-deltanet"}
+# the modern recurrences (issue 71) have no fused Numba kernels: engine "auto" runs those linear in their state on
+# the scan engine, the others on JAX
+LINEAR_IN_STATE = {"minlstm", "diag-linear", "rglru", "s6", "lru"}
+WITHOUT_KERNELS = LINEAR_IN_STATE | {"slstm", "mlstm", "deltanet", "gated-deltanet"}
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
 
@@ -156,8 +158,11 @@ def test_auto_engine_uses_kernels_else_jax_else_numpy(monkeypatch):
     assert rnnlab.LSTM(2, 3, ablate="nfg", peepholes=True, engine="auto").engine == "numba"     # Greff's variants too
     assert all(rnnlab.make_cell(name, 2, 3, engine="auto").engine == "numba" for name in BUILT_IN
                if name not in WITHOUT_KERNELS)
-    assert {rnnlab.make_cell(name, 2, 2, engine="auto").engine for name in WITHOUT_KERNELS} == \
+    assert {rnnlab.make_cell(name, 2, 2, engine="auto").engine for name in LINEAR_IN_STATE} == {"scan"}
+    assert {rnnlab.make_cell(name, 2, 2, engine="auto").engine for name in WITHOUT_KERNELS - LINEAR_IN_STATE} == \
         {"jax" if HAS_JAX else "numpy"}
+    with pytest.raises(ValueError, match="not linear in its state"):
+        rnnlab.make_cell("mlstm", 2, 2, engine="scan")
     mgu = load_cell_file(f"{EXAMPLE}:MGU")       # a user's cell brings no kernels
     cell = mgu(2, 3, engine="auto")
     assert cell.engine == ("jax" if HAS_JAX else "numpy") and "no fused kernels" in cell.engine_reason

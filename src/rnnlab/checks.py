@@ -17,7 +17,8 @@ configuration of the cell's options:
 - **adjoint against jax.vjp** of the cell's own ``step`` (when JAX is installed): per step, the
   state, input and recurrent-parameter gradients to 1e-10;
 - **engines**: every engine the cell runs on (NumPy, JAX when installed, Numba when it has fused
-  kernels) against the NumPy reference, forward and backward, with a mask and truncation.
+  kernels, the scan when it is linear in its state) against the NumPy reference, forward and backward, with a
+  mask, in full and truncated BPTT.
 
 Draws that sit on a kink (ReLU at 0, a piecewise activation's joint) are detected from the
 finite-difference stencil itself (its two central estimates disagree) and redrawn. A failing
@@ -283,13 +284,15 @@ def _check_vjp(cls: type[Cell], config: dict, label: str) -> CheckResult:
 
 def supported_engines(cls: type[Cell], config: dict) -> list[str]:
     """The engines a cell runs on in this configuration: NumPy always, JAX when installed, Numba
-    when the cell has fused kernels."""
+    when the cell has fused kernels, the scan when it is linear in its state."""
     cell = cls(2, 2, **config)
     out = ["numpy"]
     if importlib.util.find_spec("jax") is not None:
         out.append("jax")
     if cell.has_kernels():
         out.append("numba")
+    if cell.linear_state:
+        out.append("scan")
     return [e for e in out if e in ENGINES]
 
 
@@ -303,12 +306,14 @@ def _check_engine(cls: type[Cell], config: dict, label: str, engine: str) -> Che
     for name in ("numpy", engine):
         cell = cls(I, H, seed=3, engine=name, **config)
         hs, cache = cell.forward(x, None, mask)
-        grads, dx, _ = cell.backward(dhs, cache, back_steps=2)
-        results[name] = {"hs": hs, "dx": dx, **grads}
+        results[name] = {"hs": hs}
+        for k in (None, 2):
+            grads, dx, _ = cell.backward(dhs, cache, back_steps=k)
+            results[name].update({f"{n} (back_steps={k})": g for n, g in {"dx": dx, **grads}.items()})
     worst = max(((n, relative_error(results[engine][n], v, floor=1e-12)) for n, v in results["numpy"].items()),
                 key=lambda item: item[1])
     return CheckResult(f"engine {engine} [{label}]", worst[1] < EXACT,
-                       f"against numpy, masked, back_steps=2: worst {worst[0]} {worst[1]:.1e}")
+                       f"against numpy, masked, full and back_steps=2: worst {worst[0]} {worst[1]:.1e}")
 
 
 def check_cell(cell: type[Cell] | str, configs: list[dict[str, Any]] | None = None, seed: int = 0) -> CheckReport:

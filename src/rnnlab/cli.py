@@ -53,7 +53,10 @@ def _demo(args: argparse.Namespace) -> int:
     """Build the three cells at one parameter budget and prove their backward passes exact."""
     import rnnlab
     from rnnlab.budget import count_params, hidden_for_budget
+    from rnnlab.cells.kernel_blas import blas_description
+    from rnnlab.machine import processor_name
 
+    print(f"{processor_name()}; {blas_description()}\n")
     inputs = outputs = 7  # the Reber alphabet B T S X V P E
     print(f"Cells at a budget of {args.budget} parameters ({inputs} inputs, {outputs} softmax outputs):")
     sizes = {}

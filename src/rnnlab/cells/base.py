@@ -156,9 +156,14 @@ class Cell:
     on the recurrent side, as PyTorch's ``bias_hh``; redundant for the math but it changes
     parameter counts, e.g. the 13,314 of S5). The gates are fused in one matrix in PyTorch's order.
 
-    ``engine``: ``"numpy"`` (the reference), ``"numba"`` (the cell's fused kernels), ``"jax"``, or
-    ``"auto"``: Numba when the cell has fused kernels for its configuration, else JAX when it is
-    installed, else NumPy (``engine_reason`` says why).
+    ``engine``: ``"numpy"`` (the reference), ``"numba"`` (the cell's fused kernels), ``"jax"``, ``"scan"``
+    (a cell linear in its state: the recurrence solved over all steps at once), or ``"auto"``: Numba when the
+    cell has fused kernels for its configuration, else the scan for a cell linear in its state, else JAX when it
+    is installed, else NumPy (``engine_reason`` says why).
+
+    ``linear_state``: the state components the step updates as s' = a(x) ⊙ s + b(x) (empty: the step is not
+    linear in its state); with ``complex_state`` the two components are the real and imaginary parts of one
+    complex diagonal state. Components not listed must be readouts the step never reads (``rnnlab.engines.scan``).
     """
 
     name: str = ""                 # the registry name (``register_cell``)
@@ -166,6 +171,8 @@ class Cell:
     gates: int = 1
     state_size: int = 1
     options: tuple[Option, ...] = ()
+    linear_state: tuple[int, ...] = ()
+    complex_state: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -273,6 +280,8 @@ class Cell:
         if engine == "auto":
             if self.has_kernels() and "numba" in ENGINES:
                 return "numba", f"auto: numba ({cell} has fused kernels)"
+            if self.linear_state and "scan" in ENGINES:
+                return "scan", f"auto: scan ({cell} is linear in its state; the scan beats its step loop)"
             if importlib.util.find_spec("jax") is not None and "jax" in ENGINES:
                 return "jax", f"auto: jax ({cell} has no fused kernels; JAX compiles its step)"
             return "numpy", f"auto: numpy ({cell} has no fused kernels and JAX is not installed)"
@@ -281,6 +290,9 @@ class Cell:
         if engine == "jax" and importlib.util.find_spec("jax") is None:
             raise ValueError("engine jax: needs JAX, which is not installed; pip install 'rnnlab[jax]', or choose "
                              "--engine numpy (the reference) or auto")
+        if engine == "scan" and not self.linear_state:
+            raise ValueError(f"engine scan: {cell}'s step is not linear in its state (it declares no linear_state); "
+                             "use engine='auto', 'jax' or 'numpy'")
         if engine == "numba" and not self.has_kernels():
             raise ValueError(f"engine: {cell} has no fused Numba kernels in this configuration; use engine='auto', "
                              "'jax' or 'numpy'")

@@ -81,6 +81,7 @@ class MinLSTM(InputDrivenCell):
     """
 
     title = "minLSTM"
+    linear_state = (0,)
     gates = 3
     options = (Option("coeff_norm", True, bool, "normalise f and i by their sum (the paper's f/(f+i); "
                       "the official code's use_coeff_norm)"),)
@@ -144,6 +145,7 @@ class DiagonalLinear(InputDrivenCell):
     """
 
     title = "diag-linear"
+    linear_state = (0,)
     gates = 2
     options = (_eigenvalues_option("a"),
                Option("input_scaling", "none", str, "what multiplies the input term: none, complement (1 - |a|) or "
@@ -199,6 +201,7 @@ class RGLRU(InputDrivenCell):
     """
 
     title = "RG-LRU"
+    linear_state = (0,)
     gates = 3
 
     def param_shapes(self):
@@ -281,6 +284,7 @@ class S6(InputDrivenCell):
     """
 
     title = "S6"
+    linear_state = (1,)          # S; y is its readout
     gates = 2
     state_size = 2
     options = (Option("d_state", 16, int, "state size N per channel (Mamba's d_state)"),

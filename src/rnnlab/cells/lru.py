@@ -88,6 +88,7 @@ class LRU(Cell):
     """
 
     title = "LRU"
+    linear_state, complex_state = (1, 2), True       # λ on (Re, Im); y is the readout
     gates = 1
     state_size = 3
     options = (Option("state_dim", 0, int, "complex state size N of the LRU (0: the hidden size)"),

@@ -52,6 +52,7 @@ class MinGRU(InputDrivenCell):
     """minGRU: ``W_x`` (input_size, 2*hidden) in block order z, h̃, ``b`` (2*hidden,); no W_h."""
 
     title = "minGRU"
+    linear_state = (0,)
     gates = 2
 
     def step(self, p, xw, state, xp=np):

@@ -1,0 +1,99 @@
+"""The scan engine (``rnnlab.engines.scan``) against the loop it replaces: each solver of the linear recurrence
+against a plain Python loop, and every cell linear in its state run by the scan against the NumPy loop engine,
+forward and backward, on hypothesis-drawn shapes, initial states, masks, truncation depths and dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rnnlab
+from rnnlab.engines import scan
+
+LINEAR = [("mingru", {}), ("minlstm", {}), ("minlstm", {"coeff_norm": False}),
+          ("diag-linear", {"eigenvalues": "signed", "input_scaling": "sqrt"}), ("diag-linear", {}),
+          ("rglru", {}), ("s6", {"d_state": 3}), ("s6", {"eigenvalues": "signed", "d_state": 2}),
+          ("lru", {}), ("lru", {"state_dim": 3, "skip": False})]
+
+
+def _loop(a, b, s0):
+    out, s = np.empty_like(b), s0
+    for t in range(len(a)):
+        s = a[t] * s + b[t]
+        out[t] = s
+    return out
+
+
+@pytest.mark.parametrize("solver", scan.SOLVERS)
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(1, 70), width=st.integers(1, 5), kind=st.sampled_from(["float64", "float32", "complex128"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_each_solver_equals_the_loop(solver, T, width, kind, seed):
+    rng = np.random.default_rng(seed)
+
+    def draw(*shape):
+        values = rng.uniform(-1, 1, shape)
+        return (values + 1j * rng.uniform(-1, 1, shape) if kind == "complex128" else values).astype(kind)
+
+    a, b, s0 = draw(T, 2, width), draw(T, 2, width), draw(2, width)
+    tol = 1e-5 if kind == "float32" else 1e-12
+    np.testing.assert_allclose(scan.solve(a, b, s0, solver), _loop(a, b, s0), rtol=tol, atol=tol)
+    c, e = draw(T, 2, width), draw(T, 2, width)          # the reverse recurrence X_t = c_t X_{t+1} + e_t
+    reverse = _loop(c[::-1], e[::-1], np.zeros_like(s0))[::-1]
+    np.testing.assert_allclose(scan.solve_reverse(c, e, solver), reverse, rtol=tol, atol=tol)
+
+
+def _run(cell, x, h0, mask, dhs, k):
+    hs, cache = cell.forward(x, h0, mask)
+    dh_out = np.zeros_like(dhs)
+    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=k, dh_out=dh_out)
+    dh0 = dh0 if isinstance(dh0, tuple) else (dh0,)
+    return {"hs": hs, "dx": dx, "dh_out": dh_out, **grads, **{f"states[{i}]": s for i, s in enumerate(cache.states)},
+            **{f"dh0[{i}]": d for i, d in enumerate(dh0)}}
+
+
+@pytest.mark.parametrize("solver", scan.SOLVERS)
+@pytest.mark.parametrize("name,options", LINEAR, ids=[f"{n}{o or ''}" for n, o in LINEAR])
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # the solver is fixed
+@given(T=st.integers(1, 9), B=st.integers(1, 3), seed=st.integers(0, 2**32 - 1), with_h0=st.booleans(),
+       mask_kind=st.sampled_from(["none", "random", "trailing"]), k=st.sampled_from([None, None, 0, 1, 3]),
+       dtype=st.sampled_from(["float64", "float64", "float32"]))
+def test_the_scan_equals_the_loop(solver, name, options, T, B, seed, with_h0, mask_kind, k, dtype, monkeypatch):
+    """Every output and gradient to 1e-12 in float64 (1e-4 relative in float32): states, the error reaching
+    each h_t, parameters, inputs and initial state, with padding anywhere (a padded first step included)."""
+    monkeypatch.setattr(scan, "SOLVER", solver)
+    rng = np.random.default_rng(seed)
+    I, H = 3, 4
+    cells = {e: rnnlab.make_cell(name, I, H, seed=1, engine=e, dtype=dtype, **options) for e in ("numpy", "scan")}
+    x = rng.normal(size=(T, B, I)).astype(dtype)
+    dhs = rng.normal(size=(T, B, H)).astype(dtype)
+    h0 = None
+    if with_h0:
+        parts = tuple(v.astype(dtype) for v in cells["numpy"].random_state(rng, B))
+        h0 = parts[0] if len(parts) == 1 else parts
+    mask = None
+    if mask_kind == "random":
+        mask = (rng.uniform(size=(T, B)) < 0.7).astype(dtype)
+    elif mask_kind == "trailing":
+        mask = (np.arange(T)[:, None] < rng.integers(1, T + 1, B)[None, :]).astype(dtype)
+    loop, scanned = (_run(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "scan"))
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for key, want in loop.items():
+        got = scanned[key]
+        if want is None:
+            assert got is None, key
+            continue
+        scale = max(1.0, float(np.abs(want).max()))
+        assert np.abs(np.asarray(got, np.float64) - want).max() <= tol * scale, (key, np.abs(got - want).max())
+
+
+def test_the_scan_is_chosen_for_cells_linear_in_their_state_and_refused_for_others():
+    assert rnnlab.make_cell("s6", 2, 3, engine="auto").engine == "scan"
+    assert "linear in its state" in rnnlab.make_cell("lru", 2, 3, engine="auto").engine_reason
+    with pytest.raises(ValueError, match="not linear in its state"):
+        rnnlab.make_cell("slstm", 2, 3, engine="scan")
+    with pytest.raises(ValueError, match="solver"):
+        scan.solve(np.ones((2, 1)), np.ones((2, 1)), np.ones(1), "blelloch")
