@@ -25,9 +25,9 @@ from rnnlab.experiments.settings import default_settings, resolve_settings
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cells" / "mgu.py"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BUILT_IN = sorted(name for name in CELLS if ":" not in name)
-# the modern recurrences (issue 71) have no fused Numba kernels: engine "auto" runs those linear in their state on
-# the scan engine, the others on JAX
-LINEAR_IN_STATE = {"minlstm", "diag-linear", "rglru", "s6", "lru"}
+# the modern recurrences (issue 71) without fused Numba kernels: engine "auto" runs those linear in their state on
+# the scan engine, the others on JAX (minLSTM, diag-linear, RG-LRU and S6 have kernels)
+LINEAR_IN_STATE = {"lru"}
 WITHOUT_KERNELS = LINEAR_IN_STATE | {"slstm", "mlstm", "deltanet", "gated-deltanet"}
 HAS_JAX = importlib.util.find_spec("jax") is not None
 

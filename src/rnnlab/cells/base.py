@@ -444,7 +444,8 @@ class Cell:
         """All parameter gradients as matmuls over the T*B rows, from the pre-activation gradients."""
         T, B = x.shape[:2]
         rows = T * B
-        dxw2, dhw2 = dxw.reshape(rows, -1), dhw.reshape(rows, -1)
+        # dhw may come summed over rows already (one row: S6's kernel sums A_log's and D's gradients as it goes)
+        dxw2, dhw2 = dxw.reshape(rows, -1), dhw.reshape(-1, dhw.shape[-1])
         if x.ndim == 2:      # token ids: the rows of W_x they looked up receive their pre-activation gradients
             grads = {"W_x": scatter_add(xp.zeros_like(p["W_x"]), x.reshape(-1), dxw2, xp)}
         else:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import InputDrivenCell, Option
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, one_of, zero_of
 from rnnlab.cells.mingru import positive_activation
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import sigmoid, softplus
+from rnnlab.compile import inline
 
 EIGENVALUES = ("nonnegative", "signed")
 
@@ -92,6 +95,80 @@ class MinLSTM(InputDrivenCell):
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return minlstm_step_backward(p, dstate, cache, prev, self.coeff_norm, xp)
 
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        hs, cand, f, i = (np.empty((T, B, H), self.dtype) for _ in range(4))
+        minlstm_forward_loop(xw, state0[0], mask, self.coeff_norm, hs, cand, f, i)
+        return (hs,), {"cand": cand, "f": f, "i": i}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives [dh̃_pre, df_pre, di_pre] (= dhw)."""
+        steps = cache.steps
+        dh0 = minlstm_backward_loop(dhs, np.ascontiguousarray(prev[0]), steps["cand"], steps["f"], steps["i"], mask,
+                                    self.coeff_norm, back_steps, dxw, dh_out)
+        return dxw, dxw, (dh0,)
+
+
+# the fused time loops of the Numba engine (rnnlab.engines.numba), as minGRU's: no recurrent product, so each step
+# is one elementwise pass over the batch
+
+@kernel
+def minlstm_forward_loop(xw, h0, mask, coeff_norm, hs, cand_steps, f_steps, i_steps):
+    """h̃ = g(xw_h̃), f = σ(xw_f), i = σ(xw_i); h' = f′ ⊙ h + i′ ⊙ h̃, a padded step keeping h."""
+    T, B, H = hs.shape
+    zero, half = zero_of(hs), one_of(hs) / 2
+    h = h0.copy()
+    for t in range(T):
+        for r in range(B):
+            for j in range(H):
+                a = xw[t, r, j]
+                cand_steps[t, r, j] = a + half if a >= zero else kernel_sigmoid(a)
+                f_steps[t, r, j] = kernel_sigmoid(xw[t, r, H + j])
+                i_steps[t, r, j] = kernel_sigmoid(xw[t, r, 2 * H + j])
+            if mask[t, r] > 0.0:
+                for j in range(H):
+                    f, i = f_steps[t, r, j], i_steps[t, r, j]
+                    if coeff_norm:
+                        total = f + i
+                        f, i = f / total, i / total
+                    h[r, j] = f * h[r, j] + i * cand_steps[t, r, j]
+        hs[t] = h
+
+
+@kernel
+def minlstm_backward_loop(dhs, prev_h, cand_steps, f_steps, i_steps, mask, coeff_norm, back_steps, da_sum, dh_out):
+    """minlstm_step_backward for every age at once, padded steps passing their deltas through. Returns dh0;
+    da_sum receives [dh̃_pre, df_pre, di_pre]."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    da = np.empty((A * B, 3 * H), dhs.dtype)
+    dprev = np.empty((A, B, H), dhs.dtype)
+    one, half = one_of(dhs), one_of(dhs) / 2
+    for t in range(T - 1, -1, -1):
+        inject(carry, dhs[t], dh_out[t])
+        for s in range(A):
+            for r in range(B):
+                m, row = mask[t, r], s * B + r
+                for j in range(H):
+                    d, cand, f, i = m * carry[s, r, j], cand_steps[t, r, j], f_steps[t, r, j], i_steps[t, r, j]
+                    if coeff_norm:
+                        total = f + i
+                        fp, ip = f / total, i / total
+                        dfp, dip = d * prev_h[t, r, j], d * cand
+                        df = (dfp - dip) * i / (total * total)
+                        di = (dip - dfp) * f / (total * total)
+                    else:
+                        fp, ip = f, i
+                        df, di = d * prev_h[t, r, j], d * cand
+                    da[row, j] = d * ip * (one if cand >= half else cand * (one - cand))
+                    da[row, H + j] = df * f * (one - f)
+                    da[row, 2 * H + j] = di * i * (one - i)
+                    dprev[s, r, j] = d * fp + (one - m) * carry[s, r, j]
+        sum_ages(da, B, da_sum[t])
+        step_back(carry, dprev, back_steps)
+    return initial_state_delta(carry, back_steps)
+
 
 # -- a diagonal linear RNN ------------------------------------------------------------------------------------
 
@@ -157,6 +234,78 @@ class DiagonalLinear(InputDrivenCell):
     def step_backward(self, p, dstate, cache, prev, xp=np):
         return diag_linear_step_backward(p, dstate, cache, prev, self.eigenvalues, self.input_scaling, xp)
 
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        hs, s, b = (np.empty((T, B, H), self.dtype) for _ in range(3))
+        diag_linear_forward_loop(xw, state0[0], mask, self.eigenvalues == "signed",
+                                 INPUT_SCALINGS.index(self.input_scaling), hs, s, b)
+        return (hs,), {"s": s, "b": b}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives [da_pre, db] (= dhw)."""
+        dh0 = diag_linear_backward_loop(dhs, np.ascontiguousarray(prev[0]), cache.steps["s"], cache.steps["b"], mask,
+                                        self.eigenvalues == "signed", INPUT_SCALINGS.index(self.input_scaling),
+                                        back_steps, dxw, dh_out)
+        return dxw, dxw, (dh0,)
+
+
+@inline
+def _kernel_scale(a, kind, one, zero):
+    """_scale in a kernel: (s(a), s′(a)) for kind 0 (none), 1 (complement), 2 (sqrt); one and zero of a's type."""
+    if kind == 1:
+        return one - abs(a), -one if a > zero else (one if a < zero else zero)
+    if kind == 2:
+        root = np.sqrt(one - a * a)
+        return root, -a / root
+    return one, zero
+
+
+@kernel
+def diag_linear_forward_loop(xw, h0, mask, signed, scaling, hs, s_steps, b_steps):
+    """a = σ(xw_a) (or 2σ − 1); h' = a ⊙ h + s(a) ⊙ xw_b, a padded step keeping h."""
+    T, B, H = hs.shape
+    one, zero = one_of(hs), zero_of(hs)
+    h = h0.copy()
+    for t in range(T):
+        for r in range(B):
+            for j in range(H):
+                s_steps[t, r, j] = kernel_sigmoid(xw[t, r, j])
+                b_steps[t, r, j] = xw[t, r, H + j]
+            if mask[t, r] > 0.0:
+                for j in range(H):
+                    a = (one + one) * s_steps[t, r, j] - one if signed else s_steps[t, r, j]
+                    scale, _ = _kernel_scale(a, scaling, one, zero)
+                    h[r, j] = a * h[r, j] + scale * b_steps[t, r, j]
+        hs[t] = h
+
+
+@kernel
+def diag_linear_backward_loop(dhs, prev_h, s_steps, b_steps, mask, signed, scaling, back_steps, da_sum, dh_out):
+    """diag_linear_step_backward for every age at once, padded steps passing their deltas through. Returns dh0;
+    da_sum receives [da_pre, db]."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    da = np.empty((A * B, 2 * H), dhs.dtype)
+    dprev = np.empty((A, B, H), dhs.dtype)
+    one, zero = one_of(dhs), zero_of(dhs)
+    for t in range(T - 1, -1, -1):
+        inject(carry, dhs[t], dh_out[t])
+        for k in range(A):
+            for r in range(B):
+                m, row = mask[t, r], k * B + r
+                for j in range(H):
+                    d, s = m * carry[k, r, j], s_steps[t, r, j]
+                    a = (one + one) * s - one if signed else s
+                    scale, slope = _kernel_scale(a, scaling, one, zero)
+                    da[row, j] = d * (prev_h[t, r, j] + slope * b_steps[t, r, j]) * s * (one - s) * (
+                        one + one if signed else one)
+                    da[row, H + j] = d * scale
+                    dprev[k, r, j] = d * a + (one - m) * carry[k, r, j]
+        sum_ages(da, B, da_sum[t])
+        step_back(carry, dprev, back_steps)
+    return initial_state_delta(carry, back_steps)
+
 
 # -- RG-LRU ---------------------------------------------------------------------------------------------------
 
@@ -221,6 +370,77 @@ class RGLRU(InputDrivenCell):
 
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         return {"Lambda": dhw.sum(axis=0)}
+
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        hs, u, r, i, a = (np.empty((T, B, H), self.dtype) for _ in range(5))
+        rate = (RGLRU_C * softplus(p["Lambda"])).astype(self.dtype)
+        rglru_forward_loop(xw, state0[0], mask, rate, hs, u, r, i, a)
+        return (hs,), {"u": u, "r": r, "i": i, "a": a}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives [du, dr_pre, di_pre], dhw (its first H columns) each
+        row's gradient of Λ."""
+        steps = cache.steps
+        dlambda = dhw[..., :self.hidden_size]
+        dh0 = rglru_backward_loop(dhs, np.ascontiguousarray(prev[0]), steps["u"], steps["r"], steps["i"], steps["a"],
+                                  mask, (RGLRU_C * softplus(p["Lambda"])).astype(self.dtype),
+                                  (RGLRU_C * sigmoid(p["Lambda"])).astype(self.dtype), back_steps, dxw, dlambda,
+                                  dh_out)
+        return dxw, dlambda, (dh0,)
+
+
+@kernel
+def rglru_forward_loop(xw, h0, mask, rate, hs, u_steps, r_steps, i_steps, a_steps):
+    """a = exp(−c softplus(Λ) r); h' = a ⊙ h + √(1 − a²) ⊙ (i ⊙ u), a padded step keeping h; rate = c softplus(Λ)."""
+    T, B, H = hs.shape
+    one = one_of(hs)
+    h = h0.copy()
+    for t in range(T):
+        for r in range(B):
+            for j in range(H):
+                u_steps[t, r, j] = xw[t, r, j]
+                r_steps[t, r, j] = kernel_sigmoid(xw[t, r, H + j])
+                i_steps[t, r, j] = kernel_sigmoid(xw[t, r, 2 * H + j])
+                a_steps[t, r, j] = np.exp(-rate[j] * r_steps[t, r, j])
+            if mask[t, r] > 0.0:
+                for j in range(H):
+                    a = a_steps[t, r, j]
+                    h[r, j] = a * h[r, j] + np.sqrt(one - a * a) * (i_steps[t, r, j] * u_steps[t, r, j])
+        hs[t] = h
+
+
+@kernel
+def rglru_backward_loop(dhs, prev_h, u_steps, r_steps, i_steps, a_steps, mask, rate, lambda_rate, back_steps, da_sum,
+                        dlambda_sum, dh_out):
+    """rglru_step_backward for every age at once, padded steps passing their deltas through; rate = c softplus(Λ),
+    lambda_rate = c σ(Λ). Returns dh0; da_sum receives [du, dr_pre, di_pre], dlambda_sum each row's dΛ."""
+    T, B, H = dhs.shape
+    carry = new_carry(back_steps, B, H, dhs)
+    A = carry.shape[0]
+    da = np.empty((A * B, 3 * H), dhs.dtype)
+    dl = np.empty((A * B, H), dhs.dtype)
+    dprev = np.empty((A, B, H), dhs.dtype)
+    one = one_of(dhs)
+    for t in range(T - 1, -1, -1):
+        inject(carry, dhs[t], dh_out[t])
+        for k in range(A):
+            for r in range(B):
+                m, row = mask[t, r], k * B + r
+                for j in range(H):
+                    d, a = m * carry[k, r, j], a_steps[t, r, j]
+                    u, g, i = u_steps[t, r, j], r_steps[t, r, j], i_steps[t, r, j]
+                    root = np.sqrt(one - a * a)
+                    dlog_a = d * (prev_h[t, r, j] - a / root * i * u) * a
+                    dl[row, j] = -dlog_a * lambda_rate[j] * g
+                    da[row, j] = d * root * i
+                    da[row, H + j] = -dlog_a * rate[j] * g * (one - g)
+                    da[row, 2 * H + j] = d * root * u * i * (one - i)
+                    dprev[k, r, j] = d * a + (one - m) * carry[k, r, j]
+        sum_ages(da, B, da_sum[t])
+        sum_ages(dl, B, dlambda_sum[t])
+        step_back(carry, dprev, back_steps)
+    return initial_state_delta(carry, back_steps)
 
 
 # -- S6 --------------------------------------------------------------------------------------------------------
@@ -325,3 +545,100 @@ class S6(InputDrivenCell):
         H, N = self.hidden_size, self.d_state
         total = dhw.sum(axis=0)
         return {"A_log": total[:H * N].reshape(H, N), "D": total[H * N:]}
+
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H, N = xw.shape[0], xw.shape[1], self.hidden_size, self.d_state
+        ys, S = np.empty((T, B, H), self.dtype), np.empty((T, B, H, N), self.dtype)
+        A = (-np.exp(p["A_log"])).astype(self.dtype)
+        s6_forward_loop(xw, state0[0], state0[1], mask, A, p["D"], self.eigenvalues == "signed", ys, S)
+        steps = {"u": xw[..., :H].copy(), "dt_pre": xw[..., H:2 * H].copy(), "B": xw[..., 2 * H:2 * H + N].copy(),
+                 "C": xw[..., 2 * H + N:].copy()}
+        return (ys, S), steps
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives [du, dΔ_pre, dB, dC]; the returned dhw is one row, the
+        gradients of A_log (as ∂A ⊙ A) and D summed over every step and sequence."""
+        H, N = self.hidden_size, self.d_state
+        sums = np.zeros((1, H * N + H), self.dtype)
+        A = (-np.exp(p["A_log"])).astype(self.dtype)
+        dy0, dS0 = s6_backward_loop(dhs, np.ascontiguousarray(prev[1]), cache.states[1], cache.steps["dt_pre"],
+                                    mask, A, p["D"], self.eigenvalues == "signed", back_steps,
+                                    np.ascontiguousarray(_xw_of(cache.steps)), dxw, sums, dh_out)
+        return dxw, sums, (dy0, dS0)
+
+
+def _xw_of(steps: dict) -> np.ndarray:
+    """S6's projected input [u, Δ_pre, B, C] again, from the step's stored parts."""
+    return np.concatenate([steps["u"], steps["dt_pre"], steps["B"], steps["C"]], axis=-1)
+
+
+@kernel
+def s6_forward_loop(xw, y0, S0, mask, A, D, signed, ys, S_steps):
+    """Δ = softplus(xw_Δ); S'[e, n] = ā S[e, n] + Δ[e] B[n] u[e]; y[e] = Σ_n C[n] S'[e, n] + D[e] u[e]; a padded
+    step keeps (y, S)."""
+    T, B, H = ys.shape
+    N = S0.shape[2]
+    one, zero = one_of(ys), zero_of(ys)
+    y, S = y0.copy(), S0.copy()
+    for t in range(T):
+        for r in range(B):
+            if mask[t, r] > 0.0:
+                for j in range(H):
+                    u, pre = xw[t, r, j], xw[t, r, H + j]
+                    delta = max(pre, zero) + np.log1p(np.exp(-abs(pre)))
+                    total = D[j] * u
+                    for n in range(N):
+                        P = np.exp(delta * A[j, n])
+                        a = (one + one) * P - one if signed else P
+                        S[r, j, n] = a * S[r, j, n] + delta * u * xw[t, r, 2 * H + n]
+                        total += xw[t, r, 2 * H + N + n] * S[r, j, n]
+                    y[r, j] = total
+        ys[t] = y
+        S_steps[t] = S
+
+
+@kernel
+def s6_backward_loop(dhs, prev_S, S_steps, dt_steps, mask, A, D, signed, back_steps, xw, da_sum, sums, dh_out):
+    """s6_step_backward for every age at once, padded steps passing their deltas through. Returns (dy0, dS0);
+    da_sum receives [du, dΔ_pre, dB, dC]; sums gains ∂A ⊙ A and ∂D over every row."""
+    T, B, H = dhs.shape
+    N = prev_S.shape[3]
+    carry_y = new_carry(back_steps, B, H, dhs)
+    carry_S = new_carry(back_steps, B, H * N, dhs)
+    A_ages = carry_y.shape[0]
+    width = 2 * H + 2 * N
+    da = np.zeros((A_ages * B, width), dhs.dtype)
+    dprev_y = np.zeros((A_ages, B, H), dhs.dtype)
+    dprev_S = np.empty((A_ages, B, H * N), dhs.dtype)
+    one, zero = one_of(dhs), zero_of(dhs)
+    gain = one + one if signed else one
+    for t in range(T - 1, -1, -1):
+        inject(carry_y, dhs[t], dh_out[t])
+        for k in range(A_ages):
+            for r in range(B):
+                m, row = mask[t, r], k * B + r
+                da[row, :] = zero
+                for j in range(H):
+                    dy, u, pre = m * carry_y[k, r, j], xw[t, r, j], dt_steps[t, r, j]
+                    delta = max(pre, zero) + np.log1p(np.exp(-abs(pre)))
+                    w, dw, d_delta = delta * u, zero, zero
+                    for n in range(N):
+                        G = m * carry_S[k, r, j * N + n] + dy * xw[t, r, 2 * H + N + n]
+                        P = np.exp(delta * A[j, n])
+                        a = (one + one) * P - one if signed else P
+                        dPP = G * prev_S[t, r, j, n] * P * gain
+                        dw += G * xw[t, r, 2 * H + n]
+                        d_delta += dPP * A[j, n]
+                        da[row, 2 * H + n] += G * w
+                        da[row, 2 * H + N + n] += dy * S_steps[t, r, j, n]
+                        sums[0, j * N + n] += dPP * delta * A[j, n]
+                        dprev_S[k, r, j * N + n] = G * a + (one - m) * carry_S[k, r, j * N + n]
+                    d_delta += dw * u
+                    da[row, j] = dw * delta + D[j] * dy
+                    da[row, H + j] = d_delta * kernel_sigmoid(pre)
+                    sums[0, H * N + j] += dy * u
+                    dprev_y[k, r, j] = (one - m) * carry_y[k, r, j]
+        sum_ages(da, B, da_sum[t])
+        step_back(carry_y, dprev_y, back_steps)
+        step_back(carry_S, dprev_S, back_steps)
+    return initial_state_delta(carry_y, back_steps), initial_state_delta(carry_S, back_steps).reshape(B, H, N)

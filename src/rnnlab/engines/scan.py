@@ -25,8 +25,10 @@ Two solvers, proven equal to the loop (``tests/test_scan.py``): ``"sequential"``
 (O(T) work, one pass over the data), and ``"associative"``, the doubling scan of Hillis and Steele over the
 pairs (a, b) • (a′, b′) = (a′a, a′b + b′) in ⌈log₂ T⌉ vectorised passes (O(T log T) work, the parallel form the
 GPU libraries use). ``SOLVER`` is the one ``forward`` uses, chosen by the crossover measured in
-``docs/engines.md``. Truncated BPTT (``back_steps``) runs the loop's backward (``rnnlab.engines.numpy``) on the
-scan's cache, which holds exactly what the loop's forward stores.
+``docs/engines.md``. The engine scans only where that measured faster than the step loop (``scans``: a small
+state per batch); elsewhere, and for truncated BPTT (``back_steps``), it runs the loop (``rnnlab.engines.numpy``),
+whose cache is the same. Long sequences are solved in chunks of steps (``chunk_steps``), so that each chunk's
+arrays stay in cache.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from rnnlab.engines import loops
 from rnnlab.engines import numpy as loop_engine
 
 SOLVERS = ("sequential", "associative")
-SOLVER = "sequential"      # measured faster at every size of docs/engines.md's crossover table on a CPU
+SOLVER = "sequential"      # faster at 17 of the 23 sizes measured (docs/engines.md); the associative form won only
+                           # at the shortest sequences with one batch row, by at most 20%, and at B = 32 by 1.2–1.8×
+                           # where the step loop beats both
 
 
 # -- the linear recurrence s_t = a_t s_{t−1} + b_t, solved two ways ---------------------------------------------
@@ -158,20 +162,63 @@ def _fill_padded(values: np.ndarray, first: np.ndarray, m) -> np.ndarray:
     return padded[last + 1, np.arange(values.shape[1])[None, :]]
 
 
+def chunk_steps(B: int, width: int, shapes: tuple) -> int:
+    """Steps solved per chunk: enough rows that Python's overhead per call is small, few enough that each
+    chunk's arrays stay in the processor's caches (whole-sequence arrays made every elementwise pass memory-bound:
+    2× slower than the step loop at (256, 32, ·, 256))."""
+    per_row = max(width, *(int(np.prod(s, dtype=np.int64)) for s in shapes))
+    return max(1, CHUNK_ELEMENTS // (B * per_row))
+
+
+CHUNK_ELEMENTS = 2 ** 16        # per array of a chunk; measured best of 2^12 … 2^22 (docs/engines.md)
+
+
+def _forward_chunk(cell, p, xw, state: tuple, m):
+    """The scan over steps t0 … t1 − 1 from the state before t0: (states (Tc, B, ...), the step's intermediates)."""
+    Tc, B = xw.shape[:2]
+    shapes = tuple(s.shape[1:] for s in state)
+    xw = xw.reshape(Tc * B, -1)
+    a, b = _coefficients(cell, p, xw, shapes, Tc, B, m)
+    solved = _unscanned(cell, [solve(ai, bi, s0) for ai, bi, s0 in zip(a, b, _scanned(cell, state))], cell.dtype)
+    prev = tuple(np.concatenate([state[j][None], solved[j][:-1]]) if j in solved else
+                 np.zeros((Tc,) + state[j].shape, cell.dtype) for j in range(len(state)))
+    new, step_cache = cell.step(p, xw, _flat(prev, Tc * B))
+    new = _unflat(new, Tc, B)
+    states = tuple(solved[j].astype(cell.dtype, copy=False) if j in solved else _fill_padded(new[j], state[j], m)
+                   for j in range(len(state)))
+    return states, {name: v.reshape((Tc, B) + v.shape[1:]) for name, v in step_cache.items()}
+
+
+SCAN_UP_TO = 1024   # batch × state elements per sequence: above it the step loop was faster (docs/engines.md)
+
+
+def scans(B: int, shapes: tuple) -> bool:
+    """The measured rule: solve the recurrence at once for a batch whose state is small (the loop's Python overhead
+    per step dominates), else run the step loop, which touches each step's data while it is in cache and computes
+    each step once (the scan reads its coefficients off two more calls of the step and its adjoint)."""
+    return B * sum(int(np.prod(s, dtype=np.int64)) for s in shapes) <= SCAN_UP_TO
+
+
 def forward(cell, x: np.ndarray, state: tuple, m: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     p = cell.params
     T, B = x.shape[:2]
-    shapes = tuple(s.shape[1:] for s in state)
-    xw = loops.project_input(p, x, np).reshape(T * B, -1)
-    a, b = _coefficients(cell, p, xw, shapes, T, B, m)
-    solved = _unscanned(cell, [solve(ai, bi, s0) for ai, bi, s0 in zip(a, b, _scanned(cell, state))], cell.dtype)
-    prev = tuple(np.concatenate([state[j][None], solved[j][:-1]]) if j in solved else
-                 np.zeros((T,) + state[j].shape, cell.dtype) for j in range(len(state)))
-    new, step_cache = cell.step(p, xw, _flat(prev, T * B))
-    new = _unflat(new, T, B)
-    states = tuple(solved[j].astype(cell.dtype, copy=False) if j in solved else _fill_padded(new[j], state[j], m)
-                   for j in range(len(state)))
-    steps = {name: v.reshape((T, B) + v.shape[1:]) for name, v in step_cache.items()}
+    if not scans(B, tuple(s.shape[1:] for s in state)):
+        return loop_engine.forward(cell, x, state, m)
+    xw = loops.project_input(p, x, np)
+    chunk = chunk_steps(B, xw.shape[-1], tuple(s.shape[1:] for s in state))
+    states = tuple(np.empty((T,) + s.shape, cell.dtype) for s in state)
+    steps: dict[str, np.ndarray] = {}
+    carry = state
+    for t0 in range(0, T, chunk):
+        t1 = min(T, t0 + chunk)
+        chunk_states, chunk_steps_cache = _forward_chunk(cell, p, xw[t0:t1], carry, None if m is None else m[t0:t1])
+        for buf, value in zip(states, chunk_states):
+            buf[t0:t1] = value
+        for name, value in chunk_steps_cache.items():
+            if name not in steps:
+                steps[name] = np.empty((T,) + value.shape[1:], value.dtype)
+            steps[name][t0:t1] = value
+        carry = tuple(s[-1] for s in chunk_states)
     return states[0], Cache(x, m, state, states, steps)
 
 
@@ -187,45 +234,63 @@ def _masked(deltas: tuple, m, shapes: tuple) -> tuple:
     return deltas if m is None else tuple(d * _shaped_mask(m, (0, 0) + s) for d, s in zip(deltas, shapes))
 
 
-def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
-             need_dx: bool = True):
-    if k is not None:                          # truncation: the loop's backward, on the same cache
-        return loop_engine.backward(cell, dhs, cache, k, dh_out, need_dx)
-    p, m = cell.params, cache.mask
-    T, B = cache.x.shape[:2]
-    rows = T * B
-    shapes = tuple(s.shape[1:] for s in cache.state0)
-    prev = _flat(cache.prev_states(), rows)
-    step_cache = {name: v.reshape((rows,) + v.shape[2:]) for name, v in cache.steps.items()}
+def _backward_chunk(cell, p, dhs, m, step_cache: dict, prev: tuple, later: tuple):
+    """BPTT over steps t0 … t1 − 1, given ``later``, the error reaching the state after t1 − 1 from the steps after
+    it: → (the error reaching the state before t0, dxw, dhw, the total error reaching each h_t)."""
+    Tc, B = dhs.shape[:2]
+    rows = Tc * B
+    shapes = tuple(s.shape[2:] for s in prev)
+    prev = _flat(prev, rows)
+    step_cache = {name: v.reshape((rows,) + v.shape[2:]) for name, v in step_cache.items()}
     zero = tuple(np.zeros_like(v) for v in prev)
-    a = [v.reshape((T, B) + v.shape[1:]) for v in _transition(cell, p, step_cache, zero)]
+    a = [v.reshape((Tc, B) + v.shape[1:]) for v in _transition(cell, p, step_cache, zero)]
     if m is not None:
         a = [np.where(_shaped_mask(m, v.shape) > 0, v, 1.0) for v in a]
-    reads_output = 0 in cell.linear_state
-    errors = [np.zeros((T, B) + s, cell.dtype) for s in shapes]
-    if reads_output:                           # s is h: the injected error is dL/dh_t itself
+    dhs = dhs.copy()
+    dhs[-1] += later[0]                        # h_{t1−1} is read by step t1 too (or repeated by its padding)
+    errors = [np.zeros((Tc, B) + s, cell.dtype) for s in shapes]
+    if 0 in cell.linear_state:                 # s is h: the injected error is dL/dh_t itself
         errors[0] = dhs
         injected = _scanned(cell, tuple(errors))
     else:                                      # what each step's readout sends back to the state before it
-        readout = _readout_errors(dhs, m)
-        errors[0] = readout
+        errors[0] = _readout_errors(dhs, m)
         sent = cell.step_backward(p, _flat(_masked(tuple(errors), m, shapes), rows), step_cache, prev)[0]
-        injected = [np.concatenate([v.reshape((T, B) + v.shape[1:])[1:], np.zeros_like(v[:B])[None]])
-                    for v in _scanned(cell, sent)]
+        after = _scanned(cell, later)
+        injected = [np.concatenate([v.reshape((Tc, B) + v.shape[1:])[1:], last[None]])
+                    for v, last in zip(_scanned(cell, sent), after)]
     following = [np.concatenate([ai[1:], np.zeros_like(ai[:1])]) for ai in a]        # c_t = a_{t+1}
     if cell.complex_state:
         following = [np.conj(c) for c in following]
     reaching = _unscanned(cell, [solve_reverse(c, e) for c, e in zip(following, injected)], cell.dtype)
     deltas = tuple(reaching.get(j, errors[j]) for j in range(len(shapes)))
-    if dh_out is not None:
-        dh_out[...] = deltas[0]
     dprev, dxw, dhw = cell.step_backward(p, _flat(_masked(deltas, m, shapes), rows), step_cache, prev)
-    first = tuple(d[0] for d in deltas)
-    dh0 = tuple(v[:B] for v in dprev)
+    before = tuple(v[:B] for v in dprev)
     if m is not None:
-        dh0 = loops.pass_padding(dh0, first, m[0], tuple((B,) + s for s in shapes))
-    dxw = dxw.reshape((T, B) + dxw.shape[1:])
-    dhw = dhw.reshape((T, B) + dhw.shape[1:])
-    grads = cell.param_grads(p, cache.x, cache.prev_states()[0], cache.steps, dxw, dhw)
+        before = loops.pass_padding(before, tuple(d[0] for d in deltas), m[0], tuple((B,) + s for s in shapes))
+    return before, dxw.reshape((Tc, B) + dxw.shape[1:]), dhw.reshape((Tc, B) + dhw.shape[1:]), deltas[0]
+
+
+def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndarray | None = None,
+             need_dx: bool = True):
+    if k is not None or not scans(cache.x.shape[1], tuple(s.shape[1:] for s in cache.state0)):
+        return loop_engine.backward(cell, dhs, cache, k, dh_out, need_dx)     # the same cache either way
+    p, m = cell.params, cache.mask
+    T, B = cache.x.shape[:2]
+    prev = cache.prev_states()
+    chunk = chunk_steps(B, cell.gates * cell.hidden_size, tuple(s.shape[1:] for s in cache.state0))
+    later = tuple(np.zeros_like(s) for s in cache.state0)
+    dxw = dhw = None
+    for t1 in range(T, 0, -chunk):
+        t0 = max(0, t1 - chunk)
+        window = slice(t0, t1)
+        later, dxw_c, dhw_c, reaching = _backward_chunk(
+            cell, p, dhs[window], None if m is None else m[window], {n: v[window] for n, v in cache.steps.items()},
+            tuple(s[window] for s in prev), later)
+        if dxw is None:
+            dxw, dhw = np.empty((T,) + dxw_c.shape[1:], cell.dtype), np.empty((T,) + dhw_c.shape[1:], cell.dtype)
+        dxw[window], dhw[window] = dxw_c, dhw_c
+        if dh_out is not None:
+            dh_out[window] = reaching
+    grads = cell.param_grads(p, cache.x, prev[0], cache.steps, dxw, dhw)
     dx = loops.input_gradient(p, dxw, cache.x) if need_dx else None
-    return grads, dx, loops.shaped_like_h0(dh0)
+    return grads, dx, loops.shaped_like_h0(later)
