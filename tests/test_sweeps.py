@@ -129,7 +129,8 @@ def test_a_setting_added_later_changes_an_id_only_away_from_its_default():
     sweep = parse_sweep(TINY)
     trial = sweep.trials()[0]
     away = {"forget_bias": 2.5, "bucket": "false", "nesterov": "true", "momentum_scales_lr": "true",
-            "input_noise": 0.1}      # a value other than the default, as a file writes it
+            "input_noise": 0.1, "block": '"glu"', "block_norm": '"layer"', "block_expansion": 2}
+    # (a value other than the default, as a file writes it)
     assert set(away) == set(LATER_SETTINGS)
     for name in LATER_SETTINGS:
         assert trial.settings[name] == defaults[name] and name not in settings_identity(trial.settings)

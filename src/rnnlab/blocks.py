@@ -196,7 +196,7 @@ class ResidualBlocks:
 
     >>> blocks = ResidualBlocks.build("lstm", 10, 16, 2, block="glu", seed=0)
     >>> blocks.num_params()
-    8432
+    9088
     """
 
     def __init__(self, cells: list, norms: list, ff_norms: list, ffs: list, final_norm: Norm,
