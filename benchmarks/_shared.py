@@ -41,6 +41,41 @@ def median_time(fn, repeats: int, warmups: int = 2, clock=time.perf_counter) -> 
     return statistics.median(times)
 
 
+def interleaved(steps: dict, repeats: int, warmups: int = 2) -> dict[str, float]:
+    """1-thread figures: the contenders called in turn, ``repeats`` rounds after ``warmups`` untimed calls each (which
+    compile and load kernels), so a noisy neighbour slows them alike; the median CPU time of each."""
+    for step in steps.values():
+        for _ in range(warmups):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.process_time()
+            step()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def in_blocks(steps: dict, repeats: int, pause: float = 1.0) -> dict[str, float]:
+    """All-core figures: each contender's repeats in one block (median wall time), pauses between, at the thread
+    count a step names (``step.threads``, as fit would choose) or every core."""
+    from rnnlab.engines.threads import blas_threads
+
+    out = {}
+    for name, step in steps.items():
+        with blas_threads(getattr(step, "threads", os.cpu_count() or 1)):
+            step()
+            step()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+        out[name] = statistics.median(times)
+        time.sleep(pause)
+    return out
+
+
 def gemm_rate(dtype: str = "float32", size: int = 1024, repeats: int = 5, cpu_time: bool = True) -> float:
     """FLOP/s of a size × size matmul, the best of ``repeats``: the machine's practical peak for ``dtype``, in CPU
     time (1 thread) or wall time (all cores)."""

@@ -31,17 +31,15 @@ if not ALL_CORES:
 
 import argparse  # noqa: E402
 import math  # noqa: E402
-import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import rnnlab  # noqa: E402
 from rnnlab.cells.kernel_blas import blas_description  # noqa: E402
-from rnnlab.engines.threads import blas_threads, choose_threads  # noqa: E402
+from rnnlab.engines.threads import choose_threads  # noqa: E402
 from rnnlab.interop import to_torch  # noqa: E402
 from rnnlab.machine import processor_name  # noqa: E402
 
@@ -87,36 +85,6 @@ def contenders(kind: str, T: int, B: int, I: int, H: int, dtype):
     return out
 
 
-def interleaved(steps: dict, repeats: int) -> dict[str, float]:
-    for step in steps.values():   # warm up (and compile or load the kernels)
-        step()
-        step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            t = time.process_time()
-            step()
-            times[name].append(time.process_time() - t)
-    return {name: statistics.median(v) for name, v in times.items()}
-
-
-def in_blocks(steps: dict, repeats: int, pause: float = 1.0) -> dict[str, float]:
-    """All-core figures: each contender's repeats in one block (median wall time), pauses between."""
-    out = {}
-    for name, step in steps.items():
-        with blas_threads(getattr(step, "threads", os.cpu_count() or 1)):
-            step()
-            step()
-            times = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                step()
-                times.append(time.perf_counter() - t)
-        out[name] = statistics.median(times)
-        time.sleep(pause)
-    return out
-
-
 def matmul_flops(kind: str, T: int, B: int, I: int, H: int) -> float:
     """Multiply-adds ×2 of one training step's matmuls: x W_x, h W_h per step, dh W_hᵀ per step, the
     two weight gradients and dx (the GRU's cho variant has the same count)."""
@@ -156,7 +124,7 @@ def table(args: argparse.Namespace) -> None:
         for kind in ("rnn", "gru", "lstm"):
             steps = contenders(kind, T, B, I, H, dtype)
             steal = _shared.stolen_seconds()
-            m = in_blocks(steps, args.repeats) if ALL_CORES else interleaved(steps, args.repeats)
+            m = _shared.in_blocks(steps, args.repeats) if ALL_CORES else _shared.interleaved(steps, args.repeats)
             stolen[f"{kind} {(T, B, I, H)}"] = _shared.stolen_seconds() - steal
             if (T, B, I, H) == (100, 64, 88, 256):
                 largest[kind] = m

@@ -23,8 +23,6 @@ _shared.pin_one_thread()
 
 import argparse  # noqa: E402
 import math  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -79,18 +77,6 @@ def contenders(name: str, T: int, B: int, I: int, H: int):
     return cell.engine, {"rnnlab": ours, "torch": theirs}
 
 
-def interleaved(steps: dict, repeats: int) -> dict[str, float]:
-    for step in steps.values():
-        step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.process_time()
-            step()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(v) for name, v in times.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
@@ -107,7 +93,7 @@ def main() -> None:
         for name in args.cells.split(","):
             for T, B, I, H in SIZES:
                 engine, steps = contenders(name, T, B, I, H)
-                m = interleaved(steps, args.repeats)
+                m = _shared.interleaved(steps, args.repeats)
                 ratios.append(m["torch"] / m["rnnlab"])
                 print(f"{name:15} {engine:6} {T:5d} {B:3d} {I:3d} {H:4d} {m['rnnlab'] * 1e3:10.1f} "
                       f"{m['torch'] * 1e3:10.1f} {ratios[-1]:8.2f}  {CELLS[name][2]}", flush=True)

@@ -4,6 +4,7 @@ its state, by each way rnnlab can run it:
 
 - ``numpy loop``: the reference engine, a Python loop over the step and its adjoint;
 - ``jax loop``: the step and its adjoint under ``jax.jit`` with ``lax.scan`` as the loop;
+- ``numba loop``: the cell's fused kernels (where it has them), the whole loop compiled;
 - ``scan seq``: the scan engine with the compiled sequential solver;
 - ``scan assoc``: the scan engine with the associative (Hillis–Steele) solver, the parallel form.
 
@@ -29,8 +30,6 @@ if not ALL_CORES:
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -38,11 +37,11 @@ import rnnlab  # noqa: E402
 from rnnlab.engines import scan  # noqa: E402
 
 STEPS, HIDDEN, BATCHES, INPUT = (64, 256, 1024, 4096), (64, 256, 1024), (1, 32), 64
-WAYS = ("numpy loop", "jax loop", "scan seq", "scan assoc")
+WAYS = ("numpy loop", "jax loop", "numba loop", "scan seq", "scan assoc")
 
 
 def training_step(cell_name: str, way: str, T: int, B: int, H: int, options: dict):
-    engine = {"numpy loop": "numpy", "jax loop": "jax"}.get(way, "scan")
+    engine = {"numpy loop": "numpy", "jax loop": "jax", "numba loop": "numba"}.get(way, "scan")
     solver = {"scan seq": "sequential", "scan assoc": "associative"}.get(way)
     cell = rnnlab.make_cell(cell_name, INPUT, H, seed=0, dtype=np.float32, engine=engine, **options)
     rng = np.random.default_rng(0)
@@ -55,32 +54,6 @@ def training_step(cell_name: str, way: str, T: int, B: int, H: int, options: dic
         hs, cache = cell.forward(x)
         cell.backward(upstream, cache)
     return step
-
-
-def interleaved(steps: dict, repeats: int) -> dict[str, float]:
-    for step in steps.values():       # warm up: compile, load kernels
-        step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.process_time()
-            step()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(v) for name, v in times.items()}
-
-
-def in_blocks(steps: dict, repeats: int, pause: float = 0.5) -> dict[str, float]:
-    out = {}
-    for name, step in steps.items():
-        step()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-        out[name] = statistics.median(times)
-        time.sleep(pause)
-    return out
 
 
 def main() -> None:
@@ -97,11 +70,14 @@ def main() -> None:
 
 def table(args: argparse.Namespace) -> None:
     ways = [w for w in WAYS if w != "jax loop" or importlib.util.find_spec("jax") is not None]
+    if not rnnlab.make_cell(args.cell, 2, 2).has_kernels():
+        ways.remove("numba loop")
     how = (f"all {os.cpu_count()} cores, wall time, in blocks" if ALL_CORES else "1 thread, CPU time, interleaved")
     print(f"rnnlab {rnnlab.__version__}: {args.cell}, input {INPUT}, float32, forward + full BPTT, {how}, median of "
           f"{args.repeats} (fewer above 10^8 elements)")
     print(_shared.machine_line())
-    print(f"{'T':>5} {'B':>3} {'hid':>5} " + " ".join(f"{w + ' ms':>14}" for w in ways) + "   fastest  seq/loop")
+    print(f"{'T':>5} {'B':>3} {'hid':>5} " + " ".join(f"{w + ' ms':>14}" for w in ways) +
+          "   fastest  seq/loop (the faster of the NumPy and JAX step loops over the sequential scan)")
     for B in BATCHES:
         for H in HIDDEN:
             for T in STEPS:
@@ -111,9 +87,9 @@ def table(args: argparse.Namespace) -> None:
                     continue
                 repeats = args.repeats if elements < 10 ** 7 else max(2, args.repeats // 2)
                 steps = {w: training_step(args.cell, w, T, B, H, {}) for w in ways}
-                m = in_blocks(steps, repeats) if ALL_CORES else interleaved(steps, repeats)
+                m = _shared.in_blocks(steps, repeats) if ALL_CORES else _shared.interleaved(steps, repeats)
                 fastest = min(m, key=m.get)
-                loops = min(m[w] for w in ways if "loop" in w)
+                loops = min(m[w] for w in ways if w in ("numpy loop", "jax loop"))
                 print(f"{T:5d} {B:3d} {H:5d} " + " ".join(f"{m[w] * 1e3:14.2f}" for w in ways) +
                       f"   {fastest:10} {loops / m['scan seq']:6.1f}x", flush=True)
 
