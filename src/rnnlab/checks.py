@@ -313,9 +313,9 @@ def _check_engine(cls: type[Cell], config: dict, label: str, engine: str) -> Che
             results[name].update({f"{n} (back_steps={k})": g for n, g in {"dx": dx, **grads}.items()})
     worst = max(((n, relative_error(results[engine][n], v, floor=1e-12)) for n, v in results["numpy"].items()),
                 key=lambda item: item[1])
+    depths = "back_steps=2 and full" if engine == "scan" else "back_steps=2"
     return CheckResult(f"engine {engine} [{label}]", worst[1] < EXACT,
-                       f"against numpy, masked, back_steps=2{' and full' if engine == 'scan' else ''}: worst {worst[0]} "
-                       f"{worst[1]:.1e}")
+                       f"against numpy, masked, {depths}: worst {worst[0]} {worst[1]:.1e}")
 
 
 def check_cell(cell: type[Cell] | str, configs: list[dict[str, Any]] | None = None, seed: int = 0) -> CheckReport:
