@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from rnnlab.cells import ParamView, Stack
-from rnnlab.common import check_positive_int
+from rnnlab.common import check_positive_int, scatter_add
 from rnnlab.layers import Linear, linear, linear_backward
 
 BLOCKS = ("none", "mlp", "glu", "mixer")     # none: cells stacked directly (no block); mixer: the block without FF
@@ -314,10 +314,8 @@ class ResidualBlocks:
         else:
             x = np.asarray(cache.x)
             p = self.input_map.params
-            if x.ndim == 2:
-                W = np.zeros_like(p["W"])
-                np.add.at(W, x.reshape(-1), du.reshape(-1, du.shape[-1]))
-                grads["in.W"] = W
+            if x.ndim == 2:          # one-hot ids: the rows they looked up
+                grads["in.W"] = scatter_add(np.zeros_like(p["W"]), x.reshape(-1), du.reshape(-1, du.shape[-1]))
                 if "b" in p:
                     grads["in.b"] = du.reshape(-1, du.shape[-1]).sum(axis=0)
             else:

@@ -281,7 +281,8 @@ class Cell:
             if self.has_kernels() and "numba" in ENGINES:
                 return "numba", f"auto: numba ({cell} has fused kernels)"
             if self.linear_state and "scan" in ENGINES:
-                return "scan", f"auto: scan ({cell} is linear in its state; the scan beats its step loop)"
+                return "scan", (f"auto: scan ({cell} is linear in its state: solved at once where that measured "
+                                "faster, its step loop elsewhere)")
             if importlib.util.find_spec("jax") is not None and "jax" in ENGINES:
                 return "jax", f"auto: jax ({cell} has no fused kernels; JAX compiles its step)"
             return "numpy", f"auto: numpy ({cell} has no fused kernels and JAX is not installed)"

@@ -277,7 +277,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
     p, m = cell.params, cache.mask
     T, B = cache.x.shape[:2]
     prev = cache.prev_states()
-    chunk = chunk_steps(B, cell.gates * cell.hidden_size, tuple(s.shape[1:] for s in cache.state0))
+    chunk = chunk_steps(B, p["W_x"].shape[1], tuple(s.shape[1:] for s in cache.state0))     # as the forward
     later = tuple(np.zeros_like(s) for s in cache.state0)
     dxw = dhw = None
     for t1 in range(T, 0, -chunk):
