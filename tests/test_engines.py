@@ -35,6 +35,7 @@ from rnnlab.cells.kernel_math import (
     flush_subnormals,
     kernel_exp,
     kernel_sigmoid,
+    kernel_softplus,
     kernel_tanh,
     restore_float_control,
 )
@@ -334,11 +335,12 @@ def test_float32_stays_float32_and_unknown_engine_is_rejected():
 # -- the Numba kernels' own math and buffers ----------------------------------------------------------
 
 @njit(**KERNEL_OPTIONS)     # compiled as the kernels are
-def _apply_kernel_math(x, exp_out, tanh_out, sigmoid_out):
+def _apply_kernel_math(x, exp_out, tanh_out, sigmoid_out, softplus_out):
     for j in range(x.size):
         exp_out[j] = kernel_exp(x[j])
         tanh_out[j] = kernel_tanh(x[j])
         sigmoid_out[j] = kernel_sigmoid(x[j])
+        softplus_out[j] = kernel_softplus(x[j])
 
 
 def _near_the_ends_of_exp(dtype: str) -> list[float]:
@@ -353,9 +355,9 @@ def _near_the_ends_of_exp(dtype: str) -> list[float]:
 @given(st.lists(st.floats(-750, 750, allow_nan=False), min_size=1, max_size=64)
        | st.sampled_from(["float64", "float32"]).map(_near_the_ends_of_exp),
        st.sampled_from(["float64", "float32"]))
-def test_kernel_exp_tanh_sigmoid_match_numpy(values, dtype):
+def test_kernel_exp_tanh_sigmoid_softplus_match_numpy(values, dtype):
     x = np.asarray(values, dtype)
-    outs = [np.empty_like(x) for _ in range(3)]
+    outs = [np.empty_like(x) for _ in range(4)]
     _apply_kernel_math(x, *outs)
     with np.errstate(over="ignore"):
         wide = x.astype(np.float64)
@@ -368,6 +370,8 @@ def test_kernel_exp_tanh_sigmoid_match_numpy(values, dtype):
     np.testing.assert_allclose(outs[0][inside], exp_ref[inside], rtol=4 * eps)
     np.testing.assert_allclose(outs[1], tanh_ref, rtol=0, atol=4 * eps)
     np.testing.assert_allclose(outs[2], sig_ref, rtol=0, atol=4 * eps)
+    # softplus to 4 epsilons relative (it is e^x on the far left), down to where exp clamps; below, to the smallest normal
+    np.testing.assert_allclose(outs[3], np.logaddexp(0.0, wide), rtol=4 * eps, atol=4 * np.finfo(dtype).tiny)
     assert all(o.dtype == x.dtype for o in outs)
 
 

@@ -38,6 +38,16 @@ def step_back(carry, dprev, back_steps):
 
 
 @kernel
+def age_in_place(carry, back_steps):
+    """``step_back`` for a loop that wrote the deltas reaching the previous step into ``carry`` itself (a matrix
+    state's, too large to copy every step): under truncation every age moves one older, age k expiring."""
+    if back_steps >= 0:
+        for s in range(carry.shape[0] - 1, 0, -1):
+            carry[s] = carry[s - 1]
+        carry[0] = 0.0
+
+
+@kernel
 def initial_state_delta(carry, back_steps):
     """What reaches the initial state: the carried delta, or the sum of its surviving ages."""
     if back_steps < 0:

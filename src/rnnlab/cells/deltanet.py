@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.kernel_math import kernel, one_of, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.cells.xlstm import _check_heads, _flat, _heads, _heads_option
 from rnnlab.common import sigmoid, softplus
@@ -144,6 +146,55 @@ class _Delta(Cell):
         total = dhw.sum(axis=0)
         return {"A_log": total[:self.heads], "dt_bias": total[self.heads:]}
 
+    def _inputs(self, p, xw):
+        """The step's inputs that depend on x only, for all T·B rows at once, as ``delta_step`` computes them:
+        q̂, ‖q‖, k̂, ‖k‖, v (T, B, heads, d or 1), σ(β̃) and the gate's pre-activation (T, B, heads)."""
+        H, NH = self.hidden_size, self.heads
+        q_hat, q_norm = _normalise(_heads(xw[..., :H], NH), np)
+        k, k_norm = _normalise(_heads(xw[..., H:2 * H], NH), np)
+        steps = {"q_hat": q_hat, "q_norm": q_norm, "k": k, "k_norm": k_norm,
+                 "v": np.ascontiguousarray(_heads(xw[..., 2 * H:3 * H], NH)),
+                 "s_beta": sigmoid(xw[..., 3 * H:3 * H + NH], np)}
+        if self.gated:
+            steps["g_pre"] = xw[..., 3 * H + NH:] + p["dt_bias"]
+        return steps
+
+    def _beta_alpha(self, p, steps):
+        """β and α (T, B, heads) from the stored steps (α = 1 ungated), and log α (None ungated)."""
+        beta = 2.0 * steps["s_beta"] if self.eigenvalues == "signed" else steps["s_beta"]
+        if not self.gated:
+            return np.ascontiguousarray(beta), np.ones_like(beta), None
+        log_alpha = -np.exp(p["A_log"]) * softplus(steps["g_pre"], np)
+        return np.ascontiguousarray(beta), np.exp(log_alpha), log_alpha
+
+    def fused_forward(self, p, xw, state0, mask):
+        steps = self._inputs(p, xw)
+        beta, alpha, _ = self._beta_alpha(p, steps)
+        T, B = xw.shape[:2]
+        ys, Ss = np.empty((T, B, self.hidden_size), self.dtype), np.empty((T,) + state0[1].shape, self.dtype)
+        delta_forward_loop(steps["q_hat"], steps["k"], steps["v"], beta, alpha, *state0, mask, ys, Ss)
+        return (ys, Ss), steps
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop: it writes [dq̂, dk̂, dv, dβ, (dα)] into dxw; the normalisations' and
+        the gates' derivatives are applied here, over all rows at once. Gated, the returned dhw is one row, the
+        gradients of A_log and dt_bias summed over every step and sequence."""
+        H, NH = self.hidden_size, self.heads
+        st = cache.steps
+        beta, alpha, log_alpha = self._beta_alpha(p, st)
+        dy0, dS0 = delta_backward_loop(dhs, np.ascontiguousarray(cache.state0[1]), cache.states[1], st["q_hat"],
+                                       st["k"], st["v"], beta, alpha, mask, back_steps, dxw, dh_out)
+        dxw[..., :H] = _flat(_normalise_backward(_heads(dxw[..., :H], NH), st["q_hat"], st["q_norm"]))
+        dxw[..., H:2 * H] = _flat(_normalise_backward(_heads(dxw[..., H:2 * H], NH), st["k"], st["k_norm"]))
+        dxw[..., 3 * H:3 * H + NH] *= st["s_beta"] * (1.0 - st["s_beta"]) * (2.0 if self.eigenvalues == "signed"
+                                                                              else 1.0)
+        if not self.gated:
+            return dxw, dxw, (dy0, dS0)
+        d_log_alpha = dxw[..., 3 * H + NH:] * alpha
+        dxw[..., 3 * H + NH:] = d_log_alpha * -np.exp(p["A_log"]) * sigmoid(st["g_pre"], np)
+        sums = np.concatenate([(d_log_alpha * log_alpha).sum(axis=(0, 1)), dxw[..., 3 * H + NH:].sum(axis=(0, 1))])
+        return dxw, sums[None], (dy0, dS0)
+
 
 @register_cell("deltanet")
 class DeltaNet(_Delta):
@@ -170,3 +221,116 @@ class GatedDeltaNet(_Delta):
         self.params["A_log"] = np.log(rng.uniform(1e-3, 16.0, size=NH)).astype(self.dtype)
         dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), size=NH)).clip(min=1e-4)
         self.params["dt_bias"] = (dt + np.log(-np.expm1(-dt))).astype(self.dtype)
+
+
+# the fused time loops of the Numba engine: per row and head, the retrieval S̄ᵀk, then one pass over S for the update
+# and the readout forward; backward, one pass for the readout and G = dS' + q̂ doᵀ, one for the update, the error of
+# S updated in place
+
+@kernel
+def delta_forward_loop(q_hat, k, v, beta, alpha, y0, S0, mask, ys, Ss):
+    """delta_step over T steps from the inputs that depend on x only (``_Delta._inputs``); a padded step keeps
+    (y, S)."""
+    T, B, NH, d = q_hat.shape
+    zero = zero_of(ys)
+    scale = one_of(ys) / np.sqrt(d)
+    y, S = y0.copy(), S0.copy()
+    error, out = np.empty(d, ys.dtype), np.empty(d, ys.dtype)
+    for t in range(T):
+        for r in range(B):
+            if mask[t, r] == 0.0:
+                continue
+            for head in range(NH):
+                Sh, qh, kh, vh = S[r, head], q_hat[t, r, head], k[t, r, head], v[t, r, head]
+                al, be = alpha[t, r, head], beta[t, r, head]
+                error[:] = zero
+                for a in range(d):
+                    ka = kh[a]
+                    for b in range(d):
+                        Sh[a, b] = al * Sh[a, b]
+                        error[b] += Sh[a, b] * ka
+                for b in range(d):
+                    error[b] = vh[b] - error[b]
+                out[:] = zero
+                for a in range(d):
+                    bk, qa = be * kh[a], qh[a]
+                    for b in range(d):
+                        Sh[a, b] = Sh[a, b] + bk * error[b]
+                        out[b] += Sh[a, b] * qa
+                for b in range(d):
+                    y[r, head * d + b] = out[b] * scale
+        ys[t], Ss[t] = y, S
+
+
+@kernel
+def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, mask, back_steps, da_sum, dh_out):
+    """delta_step_backward for every age at once, padded steps passing their deltas through. Returns (dy0, dS0);
+    da_sum receives [dq̂, dk̂, dv, dβ, (dα)] (the normalisations' and gates' slopes applied after)."""
+    T, B, NH, d = q_hat.shape
+    H = NH * d
+    zero = zero_of(dhs)
+    scale = one_of(dhs) / np.sqrt(d)
+    gated = da_sum.shape[2] > 3 * H + NH
+    carry_y, carry_S = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H * d, dhs)
+    A = carry_y.shape[0]
+    da = np.empty((A * B, da_sum.shape[2]), dhs.dtype)
+    do, error, de, Ge, dq = (np.empty(d, dhs.dtype), np.empty(d, dhs.dtype), np.empty(d, dhs.dtype),
+                             np.empty(d, dhs.dtype), np.empty(d, dhs.dtype))
+    for t in range(T - 1, -1, -1):
+        inject(carry_y, dhs[t], dh_out[t])
+        S_prev = Ss[t - 1] if t > 0 else S0
+        for s in range(A):
+            for r in range(B):
+                row = s * B + r
+                if mask[t, r] == 0.0:
+                    da[row] = zero
+                    continue
+                for head in range(NH):
+                    Sp, S_new = S_prev[r, head], Ss[t, r, head]
+                    qh, kh, vh = q_hat[t, r, head], k[t, r, head], v[t, r, head]
+                    al, be = alpha[t, r, head], beta[t, r, head]
+                    dS = carry_S[s, r, head * d * d:(head + 1) * d * d]
+                    error[:] = zero
+                    for a in range(d):
+                        ka = kh[a]
+                        for b in range(d):
+                            error[b] += (al * Sp[a, b]) * ka
+                    for b in range(d):
+                        error[b] = vh[b] - error[b]
+                        do[b] = carry_y[s, r, head * d + b] * scale
+                    de[:] = zero
+                    for a in range(d):                   # G = dS' + q̂ doᵀ: dq̂ = S' do, G e, Gᵀ k
+                        qa, ka, acc_q, acc_e = qh[a], kh[a], zero, zero
+                        for b in range(d):
+                            G = dS[a * d + b] + qa * do[b]
+                            acc_q += S_new[a, b] * do[b]
+                            acc_e += G * error[b]
+                            de[b] += G * ka
+                        dq[a], Ge[a] = acc_q, acc_e
+                    d_beta = zero
+                    for a in range(d):
+                        d_beta += kh[a] * Ge[a]
+                    for b in range(d):
+                        de[b] = be * de[b]
+                    d_alpha = zero
+                    for a in range(d):                   # dS̄ = G − k deᵀ; dk = β G e − S̄ de; dS = α dS̄
+                        qa, ka, acc = qh[a], kh[a], zero
+                        for b in range(d):
+                            S_bar = al * Sp[a, b]
+                            dS_bar = dS[a * d + b] + qa * do[b] - ka * de[b]
+                            acc += S_bar * de[b]
+                            d_alpha += dS_bar * Sp[a, b]
+                            dS[a * d + b] = al * dS_bar
+                        da[row, head * d + a] = dq[a]
+                        da[row, H + head * d + a] = be * Ge[a] - acc
+                    for b in range(d):
+                        da[row, 2 * H + head * d + b] = de[b]
+                    da[row, 3 * H + head] = d_beta
+                    if gated:
+                        da[row, 3 * H + NH + head] = d_alpha
+                for j in range(H):
+                    carry_y[s, r, j] = zero              # the step never reads y
+        sum_ages(da, B, da_sum[t])
+        age_in_place(carry_y, back_steps)
+        age_in_place(carry_S, back_steps)
+    return initial_state_delta(carry_y, back_steps), initial_state_delta(carry_S, back_steps).reshape(S0.shape)

@@ -11,12 +11,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.kernel_blas import kernel_matmul
+from rnnlab.cells.kernel_math import (
+    constant_in_dtype,
+    kernel,
+    kernel_exp,
+    kernel_log1p_unit,
+    kernel_sigmoid,
+    kernel_tanh,
+    one_of,
+    zero_of,
+)
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import sigmoid, softplus
 
 FORGET_GATES = ("sigmoid", "exp")
 MLSTM_EPS = 1e-6          # added to the normaliser's denominator, as xLSTM's recurrent_step_stabilized_simple
+mlstm_eps_of = constant_in_dtype(MLSTM_EPS, "mlstm_eps_of", "the mLSTM kernels' normaliser floor.")
 
 
 def _heads_option() -> Option:
@@ -191,10 +204,163 @@ class SLSTM(Cell):
         NH = self.heads
         H = self.hidden_size
         d = H // NH
-        rows = dhw.shape[0]
-        g = dhw.reshape(rows, 4, NH, d).swapaxes(1, 2).reshape(rows, NH, 4 * d)
-        h = prev_h.reshape(rows, NH, d)
-        return {"R": xp.einsum("rhd,rhk->hdk", h, g)}
+        # per head and gate, h_headᵀ · dĝ_head: strided column blocks, which BLAS reads in place (no copies)
+        blocks = [[prev_h[:, k * d:(k + 1) * d].T @ dhw[:, g * H + k * d:g * H + (k + 1) * d] for g in range(4)]
+                  for k in range(NH)]
+        return {"R": xp.stack([xp.concatenate(row, axis=1) for row in blocks])}
+
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        hs, cs, ns, ms, m_new = (np.empty((T, B, H), self.dtype) for _ in range(5))
+        a = np.empty((T, B, 4 * H), self.dtype)
+        slstm_forward_loop(xw, *state0, mask, np.ascontiguousarray(p["R"]), self.forget_gate == "exp", hs, cs, ns,
+                           ms, a, m_new)
+        return (hs, cs, ns, ms), {"a": a, "m_new": m_new}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop; dxw receives the pre-activation gradients (= dhw, R's rows)."""
+        R_T = np.ascontiguousarray(p["R"].swapaxes(1, 2))
+        states0 = tuple(np.ascontiguousarray(s) for s in cache.state0)
+        dstate0 = slstm_backward_loop(dhs, *states0, *cache.states[1:], cache.steps["a"], cache.steps["m_new"],
+                                      mask, R_T, self.forget_gate == "exp", back_steps, dxw, dh_out)
+        return dxw, dxw, dstate0
+
+
+# the fused time loops of the Numba engine (rnnlab.engines.numba): per head, the recurrent product (B, d)·(d, 4d) in
+# BLAS on a copy of that head's slice of h, then the gates elementwise
+
+@kernel
+def _slstm_gates(a, m_old, exp_forget, m_new, gates):
+    """One row's gates, each its own loop over the hidden units (so that LLVM vectorises each): gates receives
+    (log f, d log f / d f̃, i, f, tanh z̃, σ(õ)); m_new receives m' = max(log f + m, ĩ). a: the row's (4H,)
+    pre-activations, gate-major.
+
+    Four exponentials per unit, not six: log σ(f̃) and σ(−f̃) share u = e^−|f̃|, and of i = exp(ĩ − m') and
+    f = exp(log f + m − m') the branch the max took is exp(0) = 1, the other exp(−|log f + m − ĩ|): the same
+    floating-point differences, so the same numbers as the step's."""
+    H = m_old.shape[0]
+    one, zero = one_of(a), zero_of(a)
+    log_f, dlog_f, i, f, z, o = gates[0], gates[1], gates[2], gates[3], gates[4], gates[5]
+    if exp_forget:
+        for j in range(H):
+            log_f[j], dlog_f[j] = a[H + j], one
+    else:                                   # log σ(f̃) = −softplus(−f̃); its slope σ(−f̃)
+        for j in range(H):
+            u = kernel_exp(-abs(a[H + j]))
+            log_f[j] = -(max(-a[H + j], zero) + kernel_log1p_unit(u))
+            dlog_f[j] = (u if a[H + j] >= zero else one) / (one + u)
+    for j in range(H):
+        total = log_f[j] + m_old[j]
+        m_new[j] = max(total, a[j])
+        e = kernel_exp(-abs(total - a[j]))
+        takes_sum = total >= a[j]
+        i[j] = e if takes_sum else one
+        f[j] = one if takes_sum else e
+    for j in range(H):
+        z[j] = kernel_tanh(a[2 * H + j])
+    for j in range(H):
+        o[j] = kernel_sigmoid(a[3 * H + j])
+
+
+@kernel
+def slstm_forward_loop(xw, h0, c0, n0, m0, mask, R, exp_forget, hs, cs, ns, ms, a_steps, m_steps):
+    """slstm_step over T steps: a = xw + h R (head-wise), the stabilised exponential gates; a padded step keeps
+    (h, c, n, m). a_steps and m_steps receive the step's a and m' (every row, as the NumPy loop computes them)."""
+    T, B, H = hs.shape
+    NH, d = R.shape[0], R.shape[1]
+    h, c, n, m = h0.copy(), c0.copy(), n0.copy(), m0.copy()
+    h_head, rec = np.empty((B, d), hs.dtype), np.empty((B, 4 * d), hs.dtype)
+    gates = np.empty((6, H), hs.dtype)
+    i, f, z, o = gates[2], gates[3], gates[4], gates[5]
+    for t in range(T):
+        a = a_steps[t]
+        for head in range(NH):
+            for r in range(B):
+                h_head[r] = h[r, head * d:(head + 1) * d]
+            kernel_matmul(h_head, R[head], rec)
+            for r in range(B):
+                for g in range(4):
+                    for j in range(d):
+                        col = g * H + head * d + j
+                        a[r, col] = xw[t, r, col] + rec[r, g * d + j]
+        for r in range(B):
+            _slstm_gates(a[r], m[r], exp_forget, m_steps[t, r], gates)
+            if mask[t, r] > 0.0:
+                for j in range(H):
+                    c[r, j] = f[j] * c[r, j] + i[j] * z[j]
+                    n[r, j] = f[j] * n[r, j] + i[j]
+                    h[r, j] = o[j] * c[r, j] / n[r, j]
+                    m[r, j] = m_steps[t, r, j]
+        hs[t], cs[t], ns[t], ms[t] = h, c, n, m
+
+
+@kernel
+def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask, R_T, exp_forget, back_steps,
+                        da_sum, dh_out):
+    """slstm_step_backward for every age at once, padded steps passing their deltas through; dh_prev = da R_headᵀ per
+    head in BLAS. Returns (dh0, dc0, dn0, dm0); da_sum receives [dĩ, df̃, dz̃, dõ]."""
+    T, B, H = dhs.shape
+    NH, d = R_T.shape[0], R_T.shape[2]
+    one, zero = one_of(dhs), zero_of(dhs)
+    carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
+    carry_n, carry_m = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
+    A = carry_h.shape[0]
+    da = np.empty((A * B, 4 * H), dhs.dtype)
+    dprev_h, dprev_c = np.empty((A, B, H), dhs.dtype), np.empty((A, B, H), dhs.dtype)
+    dprev_n, dprev_m = np.empty((A, B, H), dhs.dtype), np.empty((A, B, H), dhs.dtype)
+    da_head, d_head = np.empty((A * B, 4 * d), dhs.dtype), np.empty((A * B, d), dhs.dtype)
+    gates, m_new = np.empty((6, H), dhs.dtype), np.empty(H, dhs.dtype)
+    log_f, dlog_f, i, f, z, o = gates[0], gates[1], gates[2], gates[3], gates[4], gates[5]
+    for t in range(T - 1, -1, -1):
+        inject(carry_h, dhs[t], dh_out[t])
+        c_prev = cs[t - 1] if t > 0 else c0
+        n_prev = ns[t - 1] if t > 0 else n0
+        m_prev = ms[t - 1] if t > 0 else m0
+        a = a_steps[t]
+        for r in range(B):
+            if mask[t, r] == 0.0:
+                for s in range(A):
+                    da[s * B + r] = zero
+                    dprev_c[s, r], dprev_n[s, r], dprev_m[s, r] = carry_c[s, r], carry_n[s, r], carry_m[s, r]
+                continue
+            _slstm_gates(a[r], m_prev[r], exp_forget, m_new, gates)
+            for s in range(A):
+                row = s * B + r
+                for j in range(H):
+                    c_new = f[j] * c_prev[r, j] + i[j] * z[j]
+                    n_new = f[j] * n_prev[r, j] + i[j]
+                    dh = carry_h[s, r, j]
+                    inv_n = one / n_new
+                    ratio = c_new * inv_n
+                    dc_t = carry_c[s, r, j] + dh * o[j] * inv_n
+                    dn_t = carry_n[s, r, j] - dh * o[j] * ratio * inv_n
+                    df, di = dc_t * c_prev[r, j] + dn_t * n_prev[r, j], dc_t * z[j] + dn_t
+                    dm_t = carry_m[s, r, j] - df * f[j] - di * i[j]
+                    takes_sum = log_f[j] + m_prev[r, j] >= a[r, j]       # the branch m' = max(…) took
+                    d_sum = df * f[j] + (dm_t if takes_sum else zero)
+                    da[row, j] = di * i[j] + (zero if takes_sum else dm_t)
+                    da[row, H + j] = d_sum * dlog_f[j]
+                    da[row, 2 * H + j] = dc_t * i[j] * (one - z[j] * z[j])
+                    da[row, 3 * H + j] = dh * ratio * o[j] * (one - o[j])
+                    dprev_c[s, r, j], dprev_n[s, r, j], dprev_m[s, r, j] = dc_t * f[j], dn_t * f[j], d_sum
+        for head in range(NH):
+            for row in range(A * B):
+                for g in range(4):
+                    da_head[row, g * d:(g + 1) * d] = da[row, g * H + head * d:g * H + (head + 1) * d]
+            kernel_matmul(da_head, R_T[head], d_head)
+            for s in range(A):
+                for r in range(B):
+                    keep = one - mask[t, r]
+                    for j in range(d):
+                        col = head * d + j
+                        dprev_h[s, r, col] = d_head[s * B + r, j] + keep * carry_h[s, r, col]
+        sum_ages(da, B, da_sum[t])
+        step_back(carry_h, dprev_h, back_steps)
+        step_back(carry_c, dprev_c, back_steps)
+        step_back(carry_n, dprev_n, back_steps)
+        step_back(carry_m, dprev_m, back_steps)
+    return (initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps),
+            initial_state_delta(carry_n, back_steps), initial_state_delta(carry_m, back_steps))
 
 
 # -- mLSTM -------------------------------------------------------------------------------------------------------
@@ -316,3 +482,178 @@ class MLSTM(Cell):
 
     def recurrent_grads(self, p, prev_h, steps, dhw, xp=np):
         return {}
+
+    def _inputs(self, xw):
+        """The step's inputs that depend on x only, for all T·B rows at once: q, k/√d, v (T, B, heads, d), ĩ, f̃,
+        log f (T, B, heads), o (T, B, hidden)."""
+        H, NH = self.hidden_size, self.heads
+        T, B = xw.shape[:2]
+        d = H // NH
+
+        def part(lo, hi, shape):
+            return np.ascontiguousarray(xw[..., lo:hi].reshape((T, B) + shape))
+        q, k, v = part(0, H, (NH, d)), part(H, 2 * H, (NH, d)) / np.sqrt(d), part(2 * H, 3 * H, (NH, d))
+        i_pre, f_pre = part(3 * H, 3 * H + NH, (NH,)), part(3 * H + NH, 3 * H + 2 * NH, (NH,))
+        log_f, _ = _log_forget(f_pre, self.forget_gate, np)
+        return q, k, v, i_pre, f_pre, np.ascontiguousarray(log_f), sigmoid(xw[..., 3 * H + 2 * NH:], np)
+
+    def fused_forward(self, p, xw, state0, mask):
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        q, k, v, i_pre, f_pre, log_f, o = self._inputs(xw)
+        hs = np.empty((T, B, H), self.dtype)
+        Cs, ns, ms = (np.empty((T,) + s.shape, self.dtype) for s in state0[1:])
+        m_new = np.empty_like(ms)
+        mlstm_forward_loop(q, k, v, i_pre, log_f, o, *state0, mask, hs, Cs, ns, ms, m_new)
+        return (hs, Cs, ns, ms), {"q": q, "k": k, "v": v, "i_pre": i_pre, "f_pre": f_pre, "o": o, "m_new": m_new}
+
+    def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
+        """The Numba engine's backward loop: it writes [dq, d(k/√d), dv, dĩ, d(log f), dh ⊙ h̃] into dxw; the
+        gates' slopes (1/√d, d log f / d f̃, σ′(o)) are applied here, over all rows at once."""
+        H, NH = self.hidden_size, self.heads
+        st = cache.steps
+        _, dlog_f = _log_forget(st["f_pre"], self.forget_gate, np)
+        log_f = st["f_pre"] if self.forget_gate == "exp" else -softplus(-st["f_pre"], np)
+        states0 = tuple(np.ascontiguousarray(s) for s in cache.state0)
+        dstate0 = mlstm_backward_loop(dhs, *states0[1:], *cache.states[1:], st["q"], st["k"], st["v"], st["i_pre"],
+                                      np.ascontiguousarray(log_f), st["o"], st["m_new"], mask, back_steps, dxw, dh_out)
+        dxw[..., H:2 * H] /= np.sqrt(H // NH)
+        dxw[..., 3 * H + NH:3 * H + 2 * NH] *= dlog_f
+        dxw[..., 3 * H + 2 * NH:] *= st["o"] * (1.0 - st["o"])
+        return dxw, dxw, tuple(d.reshape(s.shape) for d, s in zip(dstate0, states0))
+
+
+# the fused time loops of the Numba engine: per row and head, one pass over C for the update and the readout forward,
+# two passes backward (the readout's, then the update's), the error of C updated in place
+
+@kernel
+def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, ns, ms, m_steps):
+    """mlstm_step over T steps from the inputs that depend on x only (``MLSTM._inputs``); a padded step keeps
+    (h, C, n, m). m_steps receives m' for every row, as the NumPy loop computes it."""
+    T, B, NH, d = q.shape
+    one = one_of(hs)
+    eps = mlstm_eps_of(hs)
+    h, C, n, m = h0.copy(), C0.copy(), n0.copy(), m0.copy()
+    num = np.empty(d, hs.dtype)
+    for t in range(T):
+        for r in range(B):
+            keep = mask[t, r] > 0.0
+            for head in range(NH):
+                total, i_tilde = log_f[t, r, head] + m[r, head], i_pre[t, r, head]
+                m_new = max(total, i_tilde)
+                m_steps[t, r, head] = m_new
+                if not keep:
+                    continue
+                e = kernel_exp(-abs(total - i_tilde))       # of exp(ĩ − m') and exp(log f + m − m'), one is 1
+                ig, fg = (e, one) if total >= i_tilde else (one, e)
+                Ch, nh, qh, kh, vh = C[r, head], n[r, head], q[t, r, head], k[t, r, head], v[t, r, head]
+                num[:] = 0.0
+                qn = 0.0 * one
+                for a in range(d):
+                    ik = ig * kh[a]
+                    nh[a] = fg * nh[a] + ik
+                    qn += qh[a] * nh[a]
+                    for b in range(d):
+                        Ch[a, b] = fg * Ch[a, b] + ik * vh[b]
+                        num[b] += qh[a] * Ch[a, b]
+                den = max(abs(qn), kernel_exp(-m_new)) + eps
+                for b in range(d):
+                    h[r, head * d + b] = o[t, r, head * d + b] * (num[b] / den)
+                m[r, head] = m_new
+        hs[t], Cs[t], ns[t], ms[t] = h, C, n, m
+
+
+@kernel
+def mlstm_backward_loop(dhs, C0, n0, m0, Cs, ns, ms, q, k, v, i_pre, log_f, o, m_steps, mask, back_steps, da_sum,
+                        dh_out):
+    """mlstm_step_backward for every age at once, padded steps passing their deltas through. Returns (dh0, dC0, dn0,
+    dm0); da_sum receives [dq, d(k/√d), dv, dĩ, d(log f), dh ⊙ h̃] (the slopes of the gates applied after)."""
+    T, B, NH, d = q.shape
+    H = NH * d
+    one, zero = one_of(dhs), zero_of(dhs)
+    eps = mlstm_eps_of(dhs)
+    carry_h, carry_C = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H * d, dhs)
+    carry_n, carry_m = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, NH, dhs)
+    A = carry_h.shape[0]
+    width = 4 * H + 2 * NH
+    da = np.empty((A * B, width), dhs.dtype)
+    num, dnum, dh_tilde = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
+    dq_C, dC_v = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
+    dv, dn_t = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
+    for t in range(T - 1, -1, -1):
+        inject(carry_h, dhs[t], dh_out[t])
+        C_prev = Cs[t - 1] if t > 0 else C0
+        n_prev = ns[t - 1] if t > 0 else n0
+        m_prev = ms[t - 1] if t > 0 else m0
+        for s in range(A):
+            for r in range(B):
+                row = s * B + r
+                if mask[t, r] == 0.0:            # padding: nothing enters the step, every delta passes through
+                    da[row] = zero
+                    continue
+                for head in range(NH):
+                    total, i_tilde, m_new = log_f[t, r, head] + m_prev[r, head], i_pre[t, r, head], m_steps[t, r, head]
+                    e = kernel_exp(-abs(total - i_tilde))
+                    takes_sum = total >= i_tilde
+                    ig, fg = (e, one) if takes_sum else (one, e)
+                    C_new, n_new, Cp, n_old = Cs[t, r, head], ns[t, r, head], C_prev[r, head], n_prev[r, head]
+                    qh, kh, vh = q[t, r, head], k[t, r, head], v[t, r, head]
+                    dC = carry_C[s, r, head * d * d:(head + 1) * d * d]
+                    qn = 0.0 * one
+                    for a in range(d):
+                        qn += qh[a] * n_new[a]
+                    floor = kernel_exp(-m_new)
+                    on_qn = abs(qn) >= floor
+                    den = (abs(qn) if on_qn else floor) + eps
+                    for b in range(d):
+                        dh_tilde[b] = carry_h[s, r, head * d + b] * o[t, r, head * d + b]
+                        dnum[b] = dh_tilde[b] / den
+                    num[:] = 0.0
+                    for a in range(d):                   # the readout: num = qᵀ C', dq_C = C' dnum
+                        qa, acc = qh[a], 0.0 * one
+                        for b in range(d):
+                            num[b] += qa * C_new[a, b]
+                            acc += C_new[a, b] * dnum[b]
+                        dq_C[a] = acc
+                    dden = 0.0 * one
+                    for b in range(d):
+                        h_tilde = num[b] / den
+                        dden -= dh_tilde[b] * h_tilde
+                        da[row, 3 * H + 2 * NH + head * d + b] = carry_h[s, r, head * d + b] * h_tilde
+                    dden /= den
+                    dqn = (dden if qn >= zero else -dden) if on_qn else zero
+                    dm_t = carry_m[s, r, head] + (zero if on_qn else -dden * floor)
+                    df = 0.0 * one
+                    dv[:] = 0.0
+                    for a in range(d):                   # the update: dC_t = dC + q dnumᵀ reaches C' and, × f, C
+                        qa, ka, acc = qh[a], kh[a], 0.0 * one
+                        for b in range(d):
+                            dct = dC[a * d + b] + qa * dnum[b]
+                            df += dct * Cp[a, b]
+                            acc += dct * vh[b]
+                            dv[b] += dct * ka
+                            dC[a * d + b] = fg * dct
+                        dC_v[a] = acc
+                    di = 0.0 * one
+                    for a in range(d):
+                        dn_t[a] = carry_n[s, r, head * d + a] + dqn * qh[a]
+                        df += dn_t[a] * n_old[a]
+                        di += kh[a] * (dC_v[a] + dn_t[a])
+                        da[row, head * d + a] = dq_C[a] + dqn * n_new[a]
+                        da[row, H + head * d + a] = ig * (dC_v[a] + dn_t[a])
+                        carry_n[s, r, head * d + a] = fg * dn_t[a]
+                    for b in range(d):
+                        da[row, 2 * H + head * d + b] = ig * dv[b]
+                    dm_t -= df * fg + di * ig
+                    d_sum = df * fg + (dm_t if takes_sum else zero)
+                    da[row, 3 * H + head] = di * ig + (zero if takes_sum else dm_t)
+                    da[row, 3 * H + NH + head] = d_sum
+                    carry_m[s, r, head] = d_sum
+                for j in range(H):
+                    carry_h[s, r, j] = zero              # the step never reads h
+        sum_ages(da, B, da_sum[t])
+        age_in_place(carry_h, back_steps)
+        age_in_place(carry_C, back_steps)
+        age_in_place(carry_n, back_steps)
+        age_in_place(carry_m, back_steps)
+    return (initial_state_delta(carry_h, back_steps), initial_state_delta(carry_C, back_steps),
+            initial_state_delta(carry_n, back_steps), initial_state_delta(carry_m, back_steps))

@@ -1,0 +1,94 @@
+"""The modern cells' fused Numba kernels (``engine="numba"``) against the NumPy loop over their steps, the reference:
+every output, state, per-step intermediate and gradient on hypothesis-drawn lengths, batches, initial states, masks
+(a padded first step included), truncation depths, dtypes and options; and against finite differences in float64,
+the kernels' own backward passes checked directly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rnnlab
+from helpers import Head, backward_against_finite_differences, make_mask
+
+KERNELS = [("minlstm", {}), ("minlstm", {"coeff_norm": False}), ("diag-linear", {}),
+           ("diag-linear", {"eigenvalues": "signed", "input_scaling": "sqrt"}), ("rglru", {}),
+           ("s6", {"d_state": 3}), ("s6", {"eigenvalues": "signed", "d_state": 2}),
+           ("slstm", {}), ("slstm", {"heads": 2, "forget_gate": "exp", "r_init": "uniform"}),
+           ("slstm", {"heads": 4, "r_init": "uniform", "bias": False}),
+           ("mlstm", {}), ("mlstm", {"heads": 2, "forget_gate": "exp"}),
+           ("deltanet", {}), ("deltanet", {"heads": 2, "eigenvalues": "signed"}),
+           ("gated-deltanet", {}), ("gated-deltanet", {"heads": 2, "eigenvalues": "signed", "bias": False})]
+IDS = [f"{n}{o or ''}" for n, o in KERNELS]
+
+
+def _run(cell, x, h0, mask, dhs, k):
+    hs, cache = cell.forward(x, h0, mask)
+    dh_out = np.zeros_like(dhs)
+    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=k, dh_out=dh_out)
+    dh0 = dh0 if isinstance(dh0, tuple) else (dh0,)
+    return {"hs": hs, "dx": dx, "dh_out": dh_out, **grads, **{f"states[{i}]": s for i, s in enumerate(cache.states)},
+            **{f"dh0[{i}]": d for i, d in enumerate(dh0)}, **{f"steps[{n}]": v for n, v in cache.steps.items()}}
+
+
+def test_every_modern_cell_with_kernels_runs_on_them_by_default():
+    for name, options in KERNELS:
+        assert rnnlab.make_cell(name, 2, 4, engine="auto", **options).engine == "numba", name
+    assert rnnlab.make_cell("lru", 2, 4, engine="auto").engine == "scan"       # the one without: solved at once
+
+
+@pytest.mark.parametrize("name,options", KERNELS, ids=IDS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(T=st.integers(1, 8), B=st.integers(1, 3), seed=st.integers(0, 2**32 - 1), with_h0=st.booleans(),
+       mask_kind=st.sampled_from(["none", "random", "trailing", "first padded"]),
+       k=st.sampled_from([None, None, 0, 1, 3]), dtype=st.sampled_from(["float64", "float64", "float32"]))
+def test_the_kernels_equal_the_step_loop(name, options, T, B, seed, with_h0, mask_kind, k, dtype):
+    """1e-12 in float64 (1e-4 relative in float32), each quantity against its own largest entry."""
+    rng = np.random.default_rng(seed)
+    I, H = 3, 4
+    cells = {e: rnnlab.make_cell(name, I, H, seed=int(rng.integers(1 << 30)), engine=e, dtype=dtype,
+                                 init="gaussian", init_scale=0.5, **options) for e in ("numpy", "numba")}
+    cells["numba"].params = {n: v.copy() for n, v in cells["numpy"].params.items()}
+    x = rng.normal(size=(T, B, I)).astype(dtype)
+    dhs = rng.normal(size=(T, B, H)).astype(dtype)
+    h0 = None
+    if with_h0:
+        parts = tuple(v.astype(dtype) for v in cells["numpy"].random_state(rng, B))
+        h0 = parts[0] if len(parts) == 1 else parts
+    mask = None
+    if mask_kind == "random":
+        mask = (rng.uniform(size=(T, B)) < 0.7).astype(dtype)
+    elif mask_kind == "trailing":
+        mask = (np.arange(T)[:, None] < rng.integers(1, T + 1, B)[None, :]).astype(dtype)
+    elif mask_kind == "first padded":
+        mask = np.ones((T, B), dtype)
+        mask[0, 0] = 0.0
+    loop, fused = (_run(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "numba"))
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    assert set(fused) >= set(loop)
+    for key, want in loop.items():
+        got = fused[key]
+        if want is None:
+            assert got is None, key
+            continue
+        assert np.shape(got) == np.shape(want), key
+        scale = max(1.0, float(np.abs(want).max()))
+        assert np.abs(np.asarray(got, np.float64) - want).max() <= tol * scale, (key, np.abs(got - want).max())
+
+
+@pytest.mark.parametrize("name,options", KERNELS, ids=IDS)
+@pytest.mark.parametrize("back_steps", [None, 1])
+def test_the_kernels_backward_matches_finite_differences(name, options, back_steps):
+    """The loss of a readout head over a padded batch from a drawn initial state, every parameter, x and h0."""
+    T, B, I, H = 4, 2, 3, 4
+    rng = np.random.default_rng(11)
+    common = dict(seed=5, init="gaussian", init_scale=0.5, **options)
+    reference, compiled = (rnnlab.make_cell(name, I, H, engine=e, **common) for e in ("numpy", "numba"))
+    head = Head("ce-steps", H, 3, T, B, rng)
+    x = rng.normal(size=(T, B, I))
+    state = reference.random_state(rng, B)
+    h0 = state[0] if len(state) == 1 else state
+    result = backward_against_finite_differences(compiled, reference, head, x, h0, make_mask(rng, T, B), back_steps)
+    assert result.passed(1e-6), str(result)
