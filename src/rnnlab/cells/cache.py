@@ -37,4 +37,25 @@ class Cache:
 
     def prev_states(self) -> State:
         """Per component, the state *before* each step, (T, B, ...)."""
-        return tuple(np.concatenate([s0[None], s[:-1]], axis=0) for s0, s in zip(self.state0, self.states))
+        return tuple(self.prev_state(i) for i in range(len(self.states)))
+
+    def prev_state(self, i: int) -> Array:
+        """Component i of the state *before* each step, (T, B, ...): a fresh copy of the history."""
+        return np.concatenate([self.state0[i][None], self.states[i][:-1]], axis=0)
+
+
+class PreviousStates:
+    """``Cache.prev_states()`` built one component at a time, on first use: a kernel that reads the states before
+    each step from ``cache.states`` itself never pays for a copy of the whole history (a matrix memory's is
+    T·B·heads·d² numbers: 1 GB for mLSTM at (T, B, hidden, heads) = (256, 32, 256, 4))."""
+
+    def __init__(self, cache: Cache):
+        self._cache, self._built = cache, {}
+
+    def __len__(self) -> int:
+        return len(self._cache.states)
+
+    def __getitem__(self, i: int) -> Array:
+        if i not in self._built:
+            self._built[i] = self._cache.prev_state(i)
+        return self._built[i]

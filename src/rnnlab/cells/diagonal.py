@@ -561,7 +561,7 @@ class S6(InputDrivenCell):
         H, N = self.hidden_size, self.d_state
         sums = np.zeros((1, H * N + H), self.dtype)
         A = (-np.exp(p["A_log"])).astype(self.dtype)
-        dy0, dS0 = s6_backward_loop(dhs, np.ascontiguousarray(prev[1]), cache.states[1], cache.steps["dt_pre"],
+        dy0, dS0 = s6_backward_loop(dhs, np.ascontiguousarray(cache.state0[1]), cache.states[1], cache.steps["dt_pre"],
                                     mask, A, p["D"], self.eigenvalues == "signed", back_steps,
                                     np.ascontiguousarray(_xw_of(cache.steps)), dxw, sums, dh_out)
         return dxw, sums, (dy0, dS0)
@@ -598,11 +598,11 @@ def s6_forward_loop(xw, y0, S0, mask, A, D, signed, ys, S_steps):
 
 
 @kernel
-def s6_backward_loop(dhs, prev_S, S_steps, dt_steps, mask, A, D, signed, back_steps, xw, da_sum, sums, dh_out):
+def s6_backward_loop(dhs, S0, S_steps, dt_steps, mask, A, D, signed, back_steps, xw, da_sum, sums, dh_out):
     """s6_step_backward for every age at once, padded steps passing their deltas through. Returns (dy0, dS0);
     da_sum receives [du, dΔ_pre, dB, dC]; sums gains ∂A ⊙ A and ∂D over every row."""
     T, B, H = dhs.shape
-    N = prev_S.shape[3]
+    N = S0.shape[2]
     carry_y = new_carry(back_steps, B, H, dhs)
     carry_S = new_carry(back_steps, B, H * N, dhs)
     A_ages = carry_y.shape[0]
@@ -614,6 +614,7 @@ def s6_backward_loop(dhs, prev_S, S_steps, dt_steps, mask, A, D, signed, back_st
     gain = one + one if signed else one
     for t in range(T - 1, -1, -1):
         inject(carry_y, dhs[t], dh_out[t])
+        prev_S = S_steps[t - 1] if t > 0 else S0
         for k in range(A_ages):
             for r in range(B):
                 m, row = mask[t, r], k * B + r
@@ -626,7 +627,7 @@ def s6_backward_loop(dhs, prev_S, S_steps, dt_steps, mask, A, D, signed, back_st
                         G = m * carry_S[k, r, j * N + n] + dy * xw[t, r, 2 * H + N + n]
                         P = np.exp(delta * A[j, n])
                         a = (one + one) * P - one if signed else P
-                        dPP = G * prev_S[t, r, j, n] * P * gain
+                        dPP = G * prev_S[r, j, n] * P * gain
                         dw += G * xw[t, r, 2 * H + n]
                         d_delta += dPP * A[j, n]
                         da[row, 2 * H + n] += G * w

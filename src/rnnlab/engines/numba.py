@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from rnnlab.cells.cache import Cache
+from rnnlab.cells.cache import Cache, PreviousStates
 from rnnlab.cells.kernel_blas import projection_matmul
 from rnnlab.cells.kernel_math import flush_subnormals, restore_float_control
 from rnnlab.engines import loops
@@ -92,7 +92,7 @@ def _backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.nda
               need_dx: bool = True):
     p = cell.params
     T, B = cache.x.shape[:2]
-    prev = cache.prev_states()
+    prev = PreviousStates(cache)        # each component built only if a kernel or the parameter gradients ask
     totals = workspace("dh_out", dhs.shape, cell.dtype) if dh_out is None else dh_out
     shape = (T, B, p["W_x"].shape[1])
     dxw, dhw = workspace("dxw", shape, cell.dtype), workspace("dhw", shape, cell.dtype)
