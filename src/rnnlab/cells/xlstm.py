@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, step_back, sum_ages
+from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
 from rnnlab.cells.base import Cell, Option
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import (
@@ -305,9 +305,7 @@ def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask,
     carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     carry_n, carry_m = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     A = carry_h.shape[0]
-    da = np.empty((A * B, 4 * H), dhs.dtype)
-    dprev_h, dprev_c = np.empty((A, B, H), dhs.dtype), np.empty((A, B, H), dhs.dtype)
-    dprev_n, dprev_m = np.empty((A, B, H), dhs.dtype), np.empty((A, B, H), dhs.dtype)
+    per_age = np.empty((A * B, 4 * H), dhs.dtype)
     da_head, d_head = np.empty((A * B, 4 * d), dhs.dtype), np.empty((A * B, d), dhs.dtype)
     gates, m_new = np.empty((6, H), dhs.dtype), np.empty(H, dhs.dtype)
     log_f, dlog_f, i, f, z, o = gates[0], gates[1], gates[2], gates[3], gates[4], gates[5]
@@ -317,11 +315,11 @@ def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask,
         n_prev = ns[t - 1] if t > 0 else n0
         m_prev = ms[t - 1] if t > 0 else m0
         a = a_steps[t]
+        da = da_sum[t] if A == 1 else per_age     # one age: written in place, nothing to sum
         for r in range(B):
             if mask[t, r] == 0.0:
                 for s in range(A):
-                    da[s * B + r] = zero
-                    dprev_c[s, r], dprev_n[s, r], dprev_m[s, r] = carry_c[s, r], carry_n[s, r], carry_m[s, r]
+                    da[s * B + r] = zero              # and every delta passes through unchanged
                 continue
             _slstm_gates(a[r], m_prev[r], exp_forget, m_new, gates)
             for s in range(A):
@@ -342,7 +340,7 @@ def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask,
                     da[row, H + j] = d_sum * dlog_f[j]
                     da[row, 2 * H + j] = dc_t * i[j] * (one - z[j] * z[j])
                     da[row, 3 * H + j] = dh * ratio * o[j] * (one - o[j])
-                    dprev_c[s, r, j], dprev_n[s, r, j], dprev_m[s, r, j] = dc_t * f[j], dn_t * f[j], d_sum
+                    carry_c[s, r, j], carry_n[s, r, j], carry_m[s, r, j] = dc_t * f[j], dn_t * f[j], d_sum
         for head in range(NH):
             for row in range(A * B):
                 for g in range(4):
@@ -353,12 +351,13 @@ def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask,
                     keep = one - mask[t, r]
                     for j in range(d):
                         col = head * d + j
-                        dprev_h[s, r, col] = d_head[s * B + r, j] + keep * carry_h[s, r, col]
-        sum_ages(da, B, da_sum[t])
-        step_back(carry_h, dprev_h, back_steps)
-        step_back(carry_c, dprev_c, back_steps)
-        step_back(carry_n, dprev_n, back_steps)
-        step_back(carry_m, dprev_m, back_steps)
+                        carry_h[s, r, col] = d_head[s * B + r, j] + keep * carry_h[s, r, col]
+        if A > 1:
+            sum_ages(da, B, da_sum[t])
+        age_in_place(carry_h, back_steps)          # the deltas reaching the previous step, written over the carry
+        age_in_place(carry_c, back_steps)
+        age_in_place(carry_n, back_steps)
+        age_in_place(carry_m, back_steps)
     return (initial_state_delta(carry_h, back_steps), initial_state_delta(carry_c, back_steps),
             initial_state_delta(carry_n, back_steps), initial_state_delta(carry_m, back_steps))
 
