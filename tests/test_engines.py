@@ -370,7 +370,7 @@ def test_kernel_exp_tanh_sigmoid_softplus_match_numpy(values, dtype):
     np.testing.assert_allclose(outs[0][inside], exp_ref[inside], rtol=4 * eps)
     np.testing.assert_allclose(outs[1], tanh_ref, rtol=0, atol=4 * eps)
     np.testing.assert_allclose(outs[2], sig_ref, rtol=0, atol=4 * eps)
-    # softplus to 4 epsilons relative (it is e^x on the far left), down to where exp clamps; below, to the smallest normal
+    # softplus to 4 epsilons relative (it is e^x on the far left) down to where exp clamps; below, to 4 smallest normals
     np.testing.assert_allclose(outs[3], np.logaddexp(0.0, wide), rtol=4 * eps, atol=4 * np.finfo(dtype).tiny)
     assert all(o.dtype == x.dtype for o in outs)
 

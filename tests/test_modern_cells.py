@@ -9,6 +9,8 @@ non-zero initial state. check-cell (``tests/test_cell_zoo.py``) covers finite di
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -295,7 +297,19 @@ def test_a_modern_cell_trains_stacked_from_the_command_line(tmp_path, name):
     out = tmp_path / name
     assert main(["train", "--task", "adding", "--cell", name, "--hidden", "4", "--layers", "2", "--epochs", "1",
                  "--engine", "numpy", "--quiet", "--out", str(out)]) == 0
-    import json
     result = json.loads((out / "result.json").read_text())
     assert result["run"]["settings"]["cell"] == name and result["run"]["settings"]["layers"] == 2
     assert np.isfinite(result["test_loss"])
+
+
+def test_modern_cells_run_in_the_cell_benchmark_at_matched_budgets(tmp_path, capsys):
+    """``rnnlab bench-cells NAME …``: the modern cells ranked beside a classic one, each at the task's parameter
+    budget, every run on the engine auto picks for it (the fused kernels; the LRU's scan)."""
+    from rnnlab.cli import main
+    out = tmp_path / "bench"
+    assert main(["bench-cells", "lstm", "minlstm", "lru", "deltanet", "--tasks", "adding-50", "--quick",
+                 "--workers", "1", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [r["cell"] for r in results["rows"]] == ["lstm", "minlstm", "lru", "deltanet"]
+    assert all(r["runs"] == 2 and r["failed"] == 0 for r in results["rows"])
+    assert all(np.isfinite(v) for r in results["rows"] for v in r["values"])
