@@ -28,7 +28,7 @@ BUILT_IN = sorted(name for name in CELLS if ":" not in name)
 # the modern recurrences (issue 71) without fused Numba kernels: engine "auto" runs those linear in their state on
 # the scan engine, the others on JAX (minLSTM, diag-linear, RG-LRU and S6 have kernels)
 LINEAR_IN_STATE = {"lru"}
-WITHOUT_KERNELS = LINEAR_IN_STATE | {"slstm", "mlstm", "deltanet", "gated-deltanet"}
+WITHOUT_KERNELS = LINEAR_IN_STATE        # every other built-in cell has fused kernels
 HAS_JAX = importlib.util.find_spec("jax") is not None
 
 
@@ -159,8 +159,6 @@ def test_auto_engine_uses_kernels_else_jax_else_numpy(monkeypatch):
     assert all(rnnlab.make_cell(name, 2, 3, engine="auto").engine == "numba" for name in BUILT_IN
                if name not in WITHOUT_KERNELS)
     assert {rnnlab.make_cell(name, 2, 2, engine="auto").engine for name in LINEAR_IN_STATE} == {"scan"}
-    assert {rnnlab.make_cell(name, 2, 2, engine="auto").engine for name in WITHOUT_KERNELS - LINEAR_IN_STATE} == \
-        {"jax" if HAS_JAX else "numpy"}
     with pytest.raises(ValueError, match="not linear in its state"):
         rnnlab.make_cell("mlstm", 2, 2, engine="scan")
     mgu = load_cell_file(f"{EXAMPLE}:MGU")       # a user's cell brings no kernels

@@ -387,6 +387,11 @@ FUSED_LOOPS = {
     "antisymmetric": ([{}, {"cell": "gated-antisymmetric"}],
                       ("antisymmetric_forward_loop", "antisymmetric_backward_loop", "gated_antisymmetric_forward_loop",
                        "gated_antisymmetric_backward_loop"), ()),
+    "xlstm": ([{"cell": "slstm", "heads": 2}, {"cell": "mlstm", "heads": 2}],
+              ("slstm_forward_loop", "slstm_backward_loop", "mlstm_forward_loop", "mlstm_backward_loop"),
+              ("_slstm_gates", "_recurrent_error", "_mlstm_head_backward")),
+    "deltanet": ([{}, {"cell": "gated-deltanet"}], ("delta_forward_loop", "delta_backward_loop"),
+                 ("_delta_head_backward",)),
 }
 
 

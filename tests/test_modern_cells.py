@@ -302,6 +302,7 @@ def test_a_modern_cell_trains_stacked_from_the_command_line(tmp_path, name):
     assert np.isfinite(result["test_loss"])
 
 
+@pytest.mark.slow          # four cells trained end to end: about 100 s on 2 cores
 def test_modern_cells_run_in_the_cell_benchmark_at_matched_budgets(tmp_path, capsys):
     """``rnnlab bench-cells NAME …``: the modern cells ranked beside a classic one, each at the task's parameter
     budget, every run on the engine auto picks for it (the fused kernels; the LRU's scan)."""

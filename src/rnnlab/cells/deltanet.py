@@ -22,11 +22,13 @@ The short convolutions, the output norm and gate of fla's layer belong to the bl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
 from rnnlab.cells.base import Cell, Option
-from rnnlab.cells.kernel_math import kernel, one_of, zero_of
+from rnnlab.cells.kernel_math import kernel, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.cells.xlstm import _check_heads, _flat, _heads, _heads_option
 from rnnlab.common import sigmoid, softplus
@@ -60,7 +62,7 @@ def delta_step(p, xw, state, NH, gated=False, signed=False, xp=np):
         cache["g_pre"] = g_pre
     retrieved = (S * k[..., :, None]).sum(axis=-2)                 # S̄ᵀ k  (…, NH, d_v)
     S_new = S + beta[..., None, None] * k[..., :, None] * (v - retrieved)[..., None, :]
-    o = (S_new * q_hat[..., :, None]).sum(axis=-2) / np.sqrt(d)
+    o = (S_new * q_hat[..., :, None]).sum(axis=-2) / math.sqrt(d)   # a Python float keeps float32
     return (_flat(o), S_new), cache
 
 
@@ -81,7 +83,7 @@ def delta_step_backward(p, dstate, cache, prev, NH, gated=False, signed=False, x
     retrieved = (S_bar * k[..., :, None]).sum(axis=-2)
     e = v - retrieved
     S_new = S_bar + beta[..., None, None] * k[..., :, None] * e[..., None, :]
-    do = _heads(dy, NH) / np.sqrt(d)
+    do = _heads(dy, NH) / math.sqrt(d)
     G = dS + q_hat[..., :, None] * do[..., None, :]
     dq_hat = (S_new * do[..., None, :]).sum(axis=-1)
     Ge = (G * e[..., None, :]).sum(axis=-1)                       # G e  (…, NH, d_k)
@@ -159,6 +161,10 @@ class _Delta(Cell):
             steps["g_pre"] = xw[..., 3 * H + NH:] + p["dt_bias"]
         return steps
 
+    def _scale(self):
+        """1/√d, the readout's scale, in the cell's dtype (a float64 argument would widen a float32 kernel)."""
+        return self.dtype.type(1.0 / np.sqrt(self.hidden_size // self.heads))
+
     def _beta_alpha(self, p, steps):
         """β and α (T, B, heads) from the stored steps (α = 1 ungated), and log α (None ungated)."""
         beta = 2.0 * steps["s_beta"] if self.eigenvalues == "signed" else steps["s_beta"]
@@ -172,7 +178,7 @@ class _Delta(Cell):
         beta, alpha, _ = self._beta_alpha(p, steps)
         T, B = xw.shape[:2]
         ys, Ss = np.empty((T, B, self.hidden_size), self.dtype), np.empty((T,) + state0[1].shape, self.dtype)
-        delta_forward_loop(steps["q_hat"], steps["k"], steps["v"], beta, alpha, *state0, mask, ys, Ss)
+        delta_forward_loop(steps["q_hat"], steps["k"], steps["v"], beta, alpha, self._scale(), *state0, mask, ys, Ss)
         return (ys, Ss), steps
 
     def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
@@ -183,7 +189,7 @@ class _Delta(Cell):
         st = cache.steps
         beta, alpha, log_alpha = self._beta_alpha(p, st)
         dy0, dS0 = delta_backward_loop(dhs, np.ascontiguousarray(cache.state0[1]), cache.states[1], st["q_hat"],
-                                       st["k"], st["v"], beta, alpha, mask, back_steps, dxw, dh_out)
+                                       st["k"], st["v"], beta, alpha, self._scale(), mask, back_steps, dxw, dh_out)
         dxw[..., :H] = _flat(_normalise_backward(_heads(dxw[..., :H], NH), st["q_hat"], st["q_norm"]))
         dxw[..., H:2 * H] = _flat(_normalise_backward(_heads(dxw[..., H:2 * H], NH), st["k"], st["k_norm"]))
         dxw[..., 3 * H:3 * H + NH] *= st["s_beta"] * (1.0 - st["s_beta"]) * (2.0 if self.eigenvalues == "signed"
@@ -228,12 +234,11 @@ class GatedDeltaNet(_Delta):
 # S updated in place
 
 @kernel
-def delta_forward_loop(q_hat, k, v, beta, alpha, y0, S0, mask, ys, Ss):
+def delta_forward_loop(q_hat, k, v, beta, alpha, scale, y0, S0, mask, ys, Ss):
     """delta_step over T steps from the inputs that depend on x only (``_Delta._inputs``); a padded step keeps
-    (y, S)."""
+    (y, S). scale: 1/√d in the cell's dtype."""
     T, B, NH, d = q_hat.shape
     zero = zero_of(ys)
-    scale = one_of(ys) / np.sqrt(d)
     y, S = y0.copy(), S0.copy()
     error, out = np.empty(d, ys.dtype), np.empty(d, ys.dtype)
     for t in range(T):
@@ -263,19 +268,60 @@ def delta_forward_loop(q_hat, k, v, beta, alpha, y0, S0, mask, ys, Ss):
 
 
 @kernel
-def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, mask, back_steps, da_sum, dh_out):
+def _delta_head_backward(dy, dS, S_old, S_new, q, k, v, alpha, beta, scale, out, gates, work):
+    """One row and head of delta_step_backward. dy (d,): the output's error; dS (d·d,): the error of S', overwritten
+    with what reaches S. out (3, d) receives dq̂, dk̂, dv; gates (2,) dβ and dα."""
+    d = q.shape[0]
+    zero = zero_of(dy)
+    do, error, de, Ge = work[0], work[1], work[2], work[3]
+    error[:] = zero
+    for a in range(d):
+        ka = k[a]
+        for b in range(d):
+            error[b] += (alpha * S_old[a, b]) * ka
+    for b in range(d):
+        error[b] = v[b] - error[b]
+        do[b] = dy[b] * scale
+    de[:] = zero
+    for a in range(d):                   # G = dS' + q̂ doᵀ: dq̂ = S' do, G e, Gᵀ k
+        qa, ka, acc_q, acc_e = q[a], k[a], zero, zero
+        for b in range(d):
+            G = dS[a * d + b] + qa * do[b]
+            acc_q += S_new[a, b] * do[b]
+            acc_e += G * error[b]
+            de[b] += G * ka
+        out[0, a], Ge[a] = acc_q, acc_e
+    d_beta = zero
+    for a in range(d):
+        d_beta += k[a] * Ge[a]
+    for b in range(d):
+        de[b] = beta * de[b]
+        out[2, b] = de[b]
+    d_alpha = zero
+    for a in range(d):                   # dS̄ = G − k deᵀ; dk = β G e − S̄ de; dS = α dS̄
+        qa, ka, acc = q[a], k[a], zero
+        for b in range(d):
+            dS_bar = dS[a * d + b] + qa * do[b] - ka * de[b]
+            acc += (alpha * S_old[a, b]) * de[b]
+            d_alpha += dS_bar * S_old[a, b]
+            dS[a * d + b] = alpha * dS_bar
+        out[1, a] = beta * Ge[a] - acc
+    gates[0], gates[1] = d_beta, d_alpha
+
+
+@kernel
+def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, scale, mask, back_steps, da_sum, dh_out):
     """delta_step_backward for every age at once, padded steps passing their deltas through. Returns (dy0, dS0);
-    da_sum receives [dq̂, dk̂, dv, dβ, (dα)] (the normalisations' and gates' slopes applied after)."""
+    da_sum receives [dq̂, dk̂, dv, dβ, (dα)] (the normalisations' and gates' slopes applied after). scale: 1/√d in
+    the cell's dtype."""
     T, B, NH, d = q_hat.shape
     H = NH * d
     zero = zero_of(dhs)
-    scale = one_of(dhs) / np.sqrt(d)
     gated = da_sum.shape[2] > 3 * H + NH
     carry_y, carry_S = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H * d, dhs)
     A = carry_y.shape[0]
     da = np.empty((A * B, da_sum.shape[2]), dhs.dtype)
-    do, error, de, Ge, dq = (np.empty(d, dhs.dtype), np.empty(d, dhs.dtype), np.empty(d, dhs.dtype),
-                             np.empty(d, dhs.dtype), np.empty(d, dhs.dtype))
+    out, gates, work = np.empty((3, d), dhs.dtype), np.empty(2, dhs.dtype), np.empty((4, d), dhs.dtype)
     for t in range(T - 1, -1, -1):
         inject(carry_y, dhs[t], dh_out[t])
         S_prev = Ss[t - 1] if t > 0 else S0
@@ -286,50 +332,16 @@ def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, mask, back_steps,
                     da[row] = zero
                     continue
                 for head in range(NH):
-                    Sp, S_new = S_prev[r, head], Ss[t, r, head]
-                    qh, kh, vh = q_hat[t, r, head], k[t, r, head], v[t, r, head]
-                    al, be = alpha[t, r, head], beta[t, r, head]
-                    dS = carry_S[s, r, head * d * d:(head + 1) * d * d]
-                    error[:] = zero
-                    for a in range(d):
-                        ka = kh[a]
-                        for b in range(d):
-                            error[b] += (al * Sp[a, b]) * ka
-                    for b in range(d):
-                        error[b] = vh[b] - error[b]
-                        do[b] = carry_y[s, r, head * d + b] * scale
-                    de[:] = zero
-                    for a in range(d):                   # G = dS' + q̂ doᵀ: dq̂ = S' do, G e, Gᵀ k
-                        qa, ka, acc_q, acc_e = qh[a], kh[a], zero, zero
-                        for b in range(d):
-                            G = dS[a * d + b] + qa * do[b]
-                            acc_q += S_new[a, b] * do[b]
-                            acc_e += G * error[b]
-                            de[b] += G * ka
-                        dq[a], Ge[a] = acc_q, acc_e
-                    d_beta = zero
-                    for a in range(d):
-                        d_beta += kh[a] * Ge[a]
-                    for b in range(d):
-                        de[b] = be * de[b]
-                    d_alpha = zero
-                    for a in range(d):                   # dS̄ = G − k deᵀ; dk = β G e − S̄ de; dS = α dS̄
-                        qa, ka, acc = qh[a], kh[a], zero
-                        for b in range(d):
-                            S_bar = al * Sp[a, b]
-                            dS_bar = dS[a * d + b] + qa * do[b] - ka * de[b]
-                            acc += S_bar * de[b]
-                            d_alpha += dS_bar * Sp[a, b]
-                            dS[a * d + b] = al * dS_bar
-                        da[row, head * d + a] = dq[a]
-                        da[row, H + head * d + a] = be * Ge[a] - acc
-                    for b in range(d):
-                        da[row, 2 * H + head * d + b] = de[b]
-                    da[row, 3 * H + head] = d_beta
+                    _delta_head_backward(
+                        carry_y[s, r, head * d:(head + 1) * d], carry_S[s, r, head * d * d:(head + 1) * d * d],
+                        S_prev[r, head], Ss[t, r, head], q_hat[t, r, head], k[t, r, head], v[t, r, head],
+                        alpha[t, r, head], beta[t, r, head], scale, out, gates, work)
+                    for g in range(3):
+                        da[row, g * H + head * d:g * H + (head + 1) * d] = out[g]
+                    da[row, 3 * H + head] = gates[0]
                     if gated:
-                        da[row, 3 * H + NH + head] = d_alpha
-                for j in range(H):
-                    carry_y[s, r, j] = zero              # the step never reads y
+                        da[row, 3 * H + NH + head] = gates[1]
+                carry_y[s, r] = zero                  # the step never reads y
         sum_ages(da, B, da_sum[t])
         age_in_place(carry_y, back_steps)
         age_in_place(carry_S, back_steps)

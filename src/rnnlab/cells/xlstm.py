@@ -9,6 +9,8 @@ Heads: hidden = heads × d. ``heads`` defaults to 1; the papers use 4.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
@@ -295,12 +297,32 @@ def slstm_forward_loop(xw, h0, c0, n0, m0, mask, R, exp_forget, hs, cs, ns, ms, 
 
 
 @kernel
+def _recurrent_error(da, R_T, mask_t, carry_h, da_head, d_head):
+    """What reaches h from the gates, da R_headᵀ head by head (in BLAS, on a copy of each head's columns of da),
+    written over carry_h (A, B, H), plus what a padded row passes through."""
+    A, B, H = carry_h.shape
+    NH, d = R_T.shape[0], R_T.shape[2]
+    one = one_of(da)
+    for head in range(NH):
+        for row in range(A * B):
+            for g in range(4):
+                da_head[row, g * d:(g + 1) * d] = da[row, g * H + head * d:g * H + (head + 1) * d]
+        kernel_matmul(da_head, R_T[head], d_head)
+        for s in range(A):
+            for r in range(B):
+                keep = one - mask_t[r]
+                for j in range(d):
+                    col = head * d + j
+                    carry_h[s, r, col] = d_head[s * B + r, j] + keep * carry_h[s, r, col]
+
+
+@kernel
 def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask, R_T, exp_forget, back_steps,
                         da_sum, dh_out):
     """slstm_step_backward for every age at once, padded steps passing their deltas through; dh_prev = da R_headᵀ per
     head in BLAS. Returns (dh0, dc0, dn0, dm0); da_sum receives [dĩ, df̃, dz̃, dõ]."""
     T, B, H = dhs.shape
-    NH, d = R_T.shape[0], R_T.shape[2]
+    d = R_T.shape[2]
     one, zero = one_of(dhs), zero_of(dhs)
     carry_h, carry_c = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
     carry_n, carry_m = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H, dhs)
@@ -341,17 +363,7 @@ def slstm_backward_loop(dhs, h0, c0, n0, m0, cs, ns, ms, a_steps, m_steps, mask,
                     da[row, 2 * H + j] = dc_t * i[j] * (one - z[j] * z[j])
                     da[row, 3 * H + j] = dh * ratio * o[j] * (one - o[j])
                     carry_c[s, r, j], carry_n[s, r, j], carry_m[s, r, j] = dc_t * f[j], dn_t * f[j], d_sum
-        for head in range(NH):
-            for row in range(A * B):
-                for g in range(4):
-                    da_head[row, g * d:(g + 1) * d] = da[row, g * H + head * d:g * H + (head + 1) * d]
-            kernel_matmul(da_head, R_T[head], d_head)
-            for s in range(A):
-                for r in range(B):
-                    keep = one - mask[t, r]
-                    for j in range(d):
-                        col = head * d + j
-                        carry_h[s, r, col] = d_head[s * B + r, j] + keep * carry_h[s, r, col]
+        _recurrent_error(da, R_T, mask[t], carry_h, da_head, d_head)
         if A > 1:
             sum_ages(da, B, da_sum[t])
         age_in_place(carry_h, back_steps)          # the deltas reaching the previous step, written over the carry
@@ -371,7 +383,7 @@ def mlstm_step(p, xw, state, NH, forget="sigmoid", xp=np):
     i_pre, f_pre = xw[..., 3 * H:3 * H + NH], xw[..., 3 * H + NH:3 * H + 2 * NH]
     o = sigmoid(xw[..., 3 * H + 2 * NH:], xp)
     d = k.shape[-1]
-    k = k / np.sqrt(d)
+    k = k / math.sqrt(d)        # a Python float: a float32 cell stays float32
     log_f, _ = _log_forget(f_pre, forget, xp)
     m_new = xp.maximum(log_f + m, i_pre)
     f, i = xp.exp(log_f + m - m_new), xp.exp(i_pre - m_new)
@@ -412,7 +424,7 @@ def mlstm_step_backward(p, dstate, cache, prev, NH, forget="sigmoid", xp=np):
     df = (dC_t * C).sum(axis=(-1, -2)) + (dn_t * n).sum(axis=-1)
     dC_v = (dC_t * v[..., None, :]).sum(axis=-1)            # dC' v
     di = (k * dC_v).sum(axis=-1) + (dn_t * k).sum(axis=-1)
-    dk = i[..., None] * (dC_v + dn_t) / np.sqrt(d)
+    dk = i[..., None] * (dC_v + dn_t) / math.sqrt(d)
     dv = i[..., None] * (dC_t * k[..., :, None]).sum(axis=-2)
     dm_t = dm_t - df * f - di * i
     d_sum = df * f
@@ -491,7 +503,7 @@ class MLSTM(Cell):
 
         def part(lo, hi, shape):
             return np.ascontiguousarray(xw[..., lo:hi].reshape((T, B) + shape))
-        q, k, v = part(0, H, (NH, d)), part(H, 2 * H, (NH, d)) / np.sqrt(d), part(2 * H, 3 * H, (NH, d))
+        q, k, v = part(0, H, (NH, d)), part(H, 2 * H, (NH, d)) / math.sqrt(d), part(2 * H, 3 * H, (NH, d))
         i_pre, f_pre = part(3 * H, 3 * H + NH, (NH,)), part(3 * H + NH, 3 * H + 2 * NH, (NH,))
         log_f, _ = _log_forget(f_pre, self.forget_gate, np)
         return q, k, v, i_pre, f_pre, np.ascontiguousarray(log_f), sigmoid(xw[..., 3 * H + 2 * NH:], np)
@@ -515,7 +527,7 @@ class MLSTM(Cell):
         states0 = tuple(np.ascontiguousarray(s) for s in cache.state0)
         dstate0 = mlstm_backward_loop(dhs, *states0[1:], *cache.states[1:], st["q"], st["k"], st["v"], st["i_pre"],
                                       np.ascontiguousarray(log_f), st["o"], st["m_new"], mask, back_steps, dxw, dh_out)
-        dxw[..., H:2 * H] /= np.sqrt(H // NH)
+        dxw[..., H:2 * H] /= math.sqrt(H // NH)
         dxw[..., 3 * H + NH:3 * H + 2 * NH] *= dlog_f
         dxw[..., 3 * H + 2 * NH:] *= st["o"] * (1.0 - st["o"])
         return dxw, dxw, tuple(d.reshape(s.shape) for d, s in zip(dstate0, states0))
@@ -529,7 +541,7 @@ def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, n
     """mlstm_step over T steps from the inputs that depend on x only (``MLSTM._inputs``); a padded step keeps
     (h, C, n, m). m_steps receives m' for every row, as the NumPy loop computes it."""
     T, B, NH, d = q.shape
-    one = one_of(hs)
+    one, zero = one_of(hs), zero_of(hs)
     eps = mlstm_eps_of(hs)
     h, C, n, m = h0.copy(), C0.copy(), n0.copy(), m0.copy()
     num = np.empty(d, hs.dtype)
@@ -545,8 +557,8 @@ def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, n
                 e = kernel_exp(-abs(total - i_tilde))       # of exp(ĩ − m') and exp(log f + m − m'), one is 1
                 ig, fg = (e, one) if total >= i_tilde else (one, e)
                 Ch, nh, qh, kh, vh = C[r, head], n[r, head], q[t, r, head], k[t, r, head], v[t, r, head]
-                num[:] = 0.0
-                qn = 0.0 * one
+                num[:] = zero
+                qn = zero
                 for a in range(d):
                     ik = ig * kh[a]
                     nh[a] = fg * nh[a] + ik
@@ -562,6 +574,61 @@ def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, n
 
 
 @kernel
+def _mlstm_head_backward(dh, o, dC, dn, C_new, n_new, C_old, n_old, q, k, v, i_gate, f_gate, m_new, eps, out, gates,
+                         work):
+    """One row and head of mlstm_step_backward, the stabiliser's branch left to the caller. dh, o: the head's error
+    and output gate (d,); dC (d·d,) and dn (d,): the errors of C' and n', overwritten with what reaches C and n.
+    out (4, d) receives dq, d(k/√d), dv, dh ⊙ h̃; gates (3,) d f, d i and the error reaching m' through the floor."""
+    d = q.shape[0]
+    zero = zero_of(dh)
+    num, dnum, dq_C, dC_v, dv = work[0], work[1], work[2], work[3], work[4]
+    qn = zero
+    for a in range(d):
+        qn += q[a] * n_new[a]
+    floor = kernel_exp(-m_new)
+    on_qn = abs(qn) >= floor
+    den = (abs(qn) if on_qn else floor) + eps
+    for b in range(d):
+        dnum[b] = dh[b] * o[b] / den
+    num[:] = zero
+    for a in range(d):                   # the readout: num = qᵀ C', dq_C = C' dnum
+        qa, acc = q[a], zero
+        for b in range(d):
+            num[b] += qa * C_new[a, b]
+            acc += C_new[a, b] * dnum[b]
+        dq_C[a] = acc
+    dden = zero
+    for b in range(d):
+        h_tilde = num[b] / den
+        dden -= dh[b] * o[b] * h_tilde
+        out[3, b] = dh[b] * h_tilde
+    dden /= den
+    dqn = (dden if qn >= zero else -dden) if on_qn else zero
+    df = zero
+    dv[:] = zero
+    for a in range(d):                   # the update: dC_t = dC + q dnumᵀ reaches C' and, × f, C
+        qa, ka, acc = q[a], k[a], zero
+        for b in range(d):
+            dct = dC[a * d + b] + qa * dnum[b]
+            df += dct * C_old[a, b]
+            acc += dct * v[b]
+            dv[b] += dct * ka
+            dC[a * d + b] = f_gate * dct
+        dC_v[a] = acc
+    di = zero
+    for a in range(d):
+        dn_t = dn[a] + dqn * q[a]
+        df += dn_t * n_old[a]
+        di += k[a] * (dC_v[a] + dn_t)
+        out[0, a] = dq_C[a] + dqn * n_new[a]
+        out[1, a] = i_gate * (dC_v[a] + dn_t)
+        dn[a] = f_gate * dn_t
+    for b in range(d):
+        out[2, b] = i_gate * dv[b]
+    gates[0], gates[1], gates[2] = df, di, (zero if on_qn else -dden * floor)
+
+
+@kernel
 def mlstm_backward_loop(dhs, C0, n0, m0, Cs, ns, ms, q, k, v, i_pre, log_f, o, m_steps, mask, back_steps, da_sum,
                         dh_out):
     """mlstm_step_backward for every age at once, padded steps passing their deltas through. Returns (dh0, dC0, dn0,
@@ -573,11 +640,8 @@ def mlstm_backward_loop(dhs, C0, n0, m0, Cs, ns, ms, q, k, v, i_pre, log_f, o, m
     carry_h, carry_C = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, H * d, dhs)
     carry_n, carry_m = new_carry(back_steps, B, H, dhs), new_carry(back_steps, B, NH, dhs)
     A = carry_h.shape[0]
-    width = 4 * H + 2 * NH
-    da = np.empty((A * B, width), dhs.dtype)
-    num, dnum, dh_tilde = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
-    dq_C, dC_v = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
-    dv, dn_t = np.empty(d, dhs.dtype), np.empty(d, dhs.dtype)
+    da = np.empty((A * B, 4 * H + 2 * NH), dhs.dtype)
+    out, gates, work = np.empty((4, d), dhs.dtype), np.empty(3, dhs.dtype), np.empty((5, d), dhs.dtype)
     for t in range(T - 1, -1, -1):
         inject(carry_h, dhs[t], dh_out[t])
         C_prev = Cs[t - 1] if t > 0 else C0
@@ -590,65 +654,26 @@ def mlstm_backward_loop(dhs, C0, n0, m0, Cs, ns, ms, q, k, v, i_pre, log_f, o, m
                     da[row] = zero
                     continue
                 for head in range(NH):
-                    total, i_tilde, m_new = log_f[t, r, head] + m_prev[r, head], i_pre[t, r, head], m_steps[t, r, head]
+                    total, i_tilde = log_f[t, r, head] + m_prev[r, head], i_pre[t, r, head]
                     e = kernel_exp(-abs(total - i_tilde))
                     takes_sum = total >= i_tilde
                     ig, fg = (e, one) if takes_sum else (one, e)
-                    C_new, n_new, Cp, n_old = Cs[t, r, head], ns[t, r, head], C_prev[r, head], n_prev[r, head]
-                    qh, kh, vh = q[t, r, head], k[t, r, head], v[t, r, head]
-                    dC = carry_C[s, r, head * d * d:(head + 1) * d * d]
-                    qn = 0.0 * one
-                    for a in range(d):
-                        qn += qh[a] * n_new[a]
-                    floor = kernel_exp(-m_new)
-                    on_qn = abs(qn) >= floor
-                    den = (abs(qn) if on_qn else floor) + eps
-                    for b in range(d):
-                        dh_tilde[b] = carry_h[s, r, head * d + b] * o[t, r, head * d + b]
-                        dnum[b] = dh_tilde[b] / den
-                    num[:] = 0.0
-                    for a in range(d):                   # the readout: num = qᵀ C', dq_C = C' dnum
-                        qa, acc = qh[a], 0.0 * one
-                        for b in range(d):
-                            num[b] += qa * C_new[a, b]
-                            acc += C_new[a, b] * dnum[b]
-                        dq_C[a] = acc
-                    dden = 0.0 * one
-                    for b in range(d):
-                        h_tilde = num[b] / den
-                        dden -= dh_tilde[b] * h_tilde
-                        da[row, 3 * H + 2 * NH + head * d + b] = carry_h[s, r, head * d + b] * h_tilde
-                    dden /= den
-                    dqn = (dden if qn >= zero else -dden) if on_qn else zero
-                    dm_t = carry_m[s, r, head] + (zero if on_qn else -dden * floor)
-                    df = 0.0 * one
-                    dv[:] = 0.0
-                    for a in range(d):                   # the update: dC_t = dC + q dnumᵀ reaches C' and, × f, C
-                        qa, ka, acc = qh[a], kh[a], 0.0 * one
-                        for b in range(d):
-                            dct = dC[a * d + b] + qa * dnum[b]
-                            df += dct * Cp[a, b]
-                            acc += dct * vh[b]
-                            dv[b] += dct * ka
-                            dC[a * d + b] = fg * dct
-                        dC_v[a] = acc
-                    di = 0.0 * one
-                    for a in range(d):
-                        dn_t[a] = carry_n[s, r, head * d + a] + dqn * qh[a]
-                        df += dn_t[a] * n_old[a]
-                        di += kh[a] * (dC_v[a] + dn_t[a])
-                        da[row, head * d + a] = dq_C[a] + dqn * n_new[a]
-                        da[row, H + head * d + a] = ig * (dC_v[a] + dn_t[a])
-                        carry_n[s, r, head * d + a] = fg * dn_t[a]
-                    for b in range(d):
-                        da[row, 2 * H + head * d + b] = ig * dv[b]
-                    dm_t -= df * fg + di * ig
+                    cols = slice(head * d, (head + 1) * d)
+                    _mlstm_head_backward(
+                        carry_h[s, r, cols], o[t, r, cols], carry_C[s, r, head * d * d:(head + 1) * d * d],
+                        carry_n[s, r, cols], Cs[t, r, head], ns[t, r, head], C_prev[r, head], n_prev[r, head],
+                        q[t, r, head], k[t, r, head], v[t, r, head], ig, fg, m_steps[t, r, head], eps, out, gates,
+                        work)
+                    df, di, dm_floor = gates[0], gates[1], gates[2]
+                    for g in range(3):
+                        da[row, g * H + head * d:g * H + (head + 1) * d] = out[g]
+                    da[row, 3 * H + 2 * NH + head * d:3 * H + 2 * NH + (head + 1) * d] = out[3]
+                    dm_t = carry_m[s, r, head] + dm_floor - df * fg - di * ig
                     d_sum = df * fg + (dm_t if takes_sum else zero)
                     da[row, 3 * H + head] = di * ig + (zero if takes_sum else dm_t)
                     da[row, 3 * H + NH + head] = d_sum
                     carry_m[s, r, head] = d_sum
-                for j in range(H):
-                    carry_h[s, r, j] = zero              # the step never reads h
+                carry_h[s, r] = zero                  # the step never reads h
         sum_ages(da, B, da_sum[t])
         age_in_place(carry_h, back_steps)
         age_in_place(carry_C, back_steps)
