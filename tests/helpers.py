@@ -222,3 +222,52 @@ def damaged_json(data, place: int, key: int, how: str):
     else:
         target[name] = {"null": None, "text": "abc", "list": [1, 2], "negative": -1}[how]
     return data
+
+
+# -- one engine against another: a drawn case, each engine's record of it, the records compared --------------------
+
+MASK_KINDS = ("none", "random", "trailing", "first padded")
+
+
+def drawn_case(cell, rng, T: int, B: int, dtype, with_h0: bool, mask_kind: str):
+    """x (T, B, in), the error dhs (T, B, hidden), h0 (the cell's ``random_state``, or None) and a mask of the kind
+    named in ``MASK_KINDS`` (random padding, trailing padding, only the first step of the first row padded)."""
+    x = rng.normal(size=(T, B, cell.input_size)).astype(dtype)
+    dhs = rng.normal(size=(T, B, cell.hidden_size)).astype(dtype)
+    h0 = None
+    if with_h0:
+        parts = tuple(v.astype(dtype) for v in cell.random_state(rng, B))
+        h0 = parts[0] if len(parts) == 1 else parts
+    mask = None
+    if mask_kind == "random":
+        mask = (rng.uniform(size=(T, B)) < 0.7).astype(dtype)
+    elif mask_kind == "trailing":
+        mask = (np.arange(T)[:, None] < rng.integers(1, T + 1, B)[None, :]).astype(dtype)
+    elif mask_kind == "first padded":
+        mask = np.ones((T, B), dtype)
+        mask[0, 0] = 0.0
+    return x, dhs, h0, mask
+
+
+def engine_record(cell, x, h0, mask, dhs, back_steps) -> dict:
+    """Everything a forward and backward pass produce, by name: outputs, states, per-step intermediates, every
+    gradient, the error reaching each h_t and the initial state's."""
+    hs, cache = cell.forward(x, h0, mask)
+    dh_out = np.zeros_like(dhs)
+    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=back_steps, dh_out=dh_out)
+    dh0 = dh0 if isinstance(dh0, tuple) else (dh0,)
+    return {"hs": hs, "dx": dx, "dh_out": dh_out, **grads, **{f"states[{i}]": s for i, s in enumerate(cache.states)},
+            **{f"dh0[{i}]": d for i, d in enumerate(dh0)}, **{f"steps[{n}]": v for n, v in cache.steps.items()}}
+
+
+def assert_records_agree(want: dict, got: dict, tol: float) -> None:
+    """Every entry of ``want`` in ``got``, of the same shape, within ``tol`` of its own largest entry (at least 1)."""
+    for key, expected in want.items():
+        actual = got[key]
+        if expected is None:
+            assert actual is None, key
+            continue
+        assert np.shape(actual) == np.shape(expected), key
+        scale = max(1.0, float(np.abs(expected).max()))
+        error = np.abs(np.asarray(actual, np.float64) - expected).max()
+        assert error <= tol * scale, (key, error)

@@ -11,7 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rnnlab
-from helpers import Head, backward_against_finite_differences, make_mask
+from helpers import (
+    MASK_KINDS,
+    Head,
+    assert_records_agree,
+    backward_against_finite_differences,
+    drawn_case,
+    engine_record,
+    make_mask,
+)
 
 KERNELS = [("minlstm", {}), ("minlstm", {"coeff_norm": False}), ("diag-linear", {}),
            ("diag-linear", {"eigenvalues": "signed", "input_scaling": "sqrt"}), ("rglru", {}),
@@ -24,15 +32,6 @@ KERNELS = [("minlstm", {}), ("minlstm", {"coeff_norm": False}), ("diag-linear", 
 IDS = [f"{n}{o or ''}" for n, o in KERNELS]
 
 
-def _run(cell, x, h0, mask, dhs, k):
-    hs, cache = cell.forward(x, h0, mask)
-    dh_out = np.zeros_like(dhs)
-    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=k, dh_out=dh_out)
-    dh0 = dh0 if isinstance(dh0, tuple) else (dh0,)
-    return {"hs": hs, "dx": dx, "dh_out": dh_out, **grads, **{f"states[{i}]": s for i, s in enumerate(cache.states)},
-            **{f"dh0[{i}]": d for i, d in enumerate(dh0)}, **{f"steps[{n}]": v for n, v in cache.steps.items()}}
-
-
 def test_every_modern_cell_with_kernels_runs_on_them_by_default():
     for name, options in KERNELS:
         assert rnnlab.make_cell(name, 2, 4, engine="auto", **options).engine == "numba", name
@@ -42,7 +41,7 @@ def test_every_modern_cell_with_kernels_runs_on_them_by_default():
 @pytest.mark.parametrize("name,options", KERNELS, ids=IDS)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(T=st.integers(1, 8), B=st.integers(1, 3), seed=st.integers(0, 2**32 - 1), with_h0=st.booleans(),
-       mask_kind=st.sampled_from(["none", "random", "trailing", "first padded"]),
+       mask_kind=st.sampled_from(MASK_KINDS),
        k=st.sampled_from([None, None, 0, 1, 3]), dtype=st.sampled_from(["float64", "float64", "float32"]))
 def test_the_kernels_equal_the_step_loop(name, options, T, B, seed, with_h0, mask_kind, k, dtype):
     """1e-12 in float64 (1e-4 relative in float32), each quantity against its own largest entry."""
@@ -51,31 +50,9 @@ def test_the_kernels_equal_the_step_loop(name, options, T, B, seed, with_h0, mas
     cells = {e: rnnlab.make_cell(name, I, H, seed=int(rng.integers(1 << 30)), engine=e, dtype=dtype,
                                  init="gaussian", init_scale=0.5, **options) for e in ("numpy", "numba")}
     cells["numba"].params = {n: v.copy() for n, v in cells["numpy"].params.items()}
-    x = rng.normal(size=(T, B, I)).astype(dtype)
-    dhs = rng.normal(size=(T, B, H)).astype(dtype)
-    h0 = None
-    if with_h0:
-        parts = tuple(v.astype(dtype) for v in cells["numpy"].random_state(rng, B))
-        h0 = parts[0] if len(parts) == 1 else parts
-    mask = None
-    if mask_kind == "random":
-        mask = (rng.uniform(size=(T, B)) < 0.7).astype(dtype)
-    elif mask_kind == "trailing":
-        mask = (np.arange(T)[:, None] < rng.integers(1, T + 1, B)[None, :]).astype(dtype)
-    elif mask_kind == "first padded":
-        mask = np.ones((T, B), dtype)
-        mask[0, 0] = 0.0
-    loop, fused = (_run(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "numba"))
-    tol = 1e-4 if dtype == "float32" else 1e-12
-    assert set(fused) >= set(loop)
-    for key, want in loop.items():
-        got = fused[key]
-        if want is None:
-            assert got is None, key
-            continue
-        assert np.shape(got) == np.shape(want), key
-        scale = max(1.0, float(np.abs(want).max()))
-        assert np.abs(np.asarray(got, np.float64) - want).max() <= tol * scale, (key, np.abs(got - want).max())
+    x, dhs, h0, mask = drawn_case(cells["numpy"], rng, T, B, dtype, with_h0, mask_kind)
+    loop, fused = (engine_record(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "numba"))
+    assert_records_agree(loop, fused, 1e-4 if dtype == "float32" else 1e-12)
 
 
 @pytest.mark.parametrize("name,options", KERNELS, ids=IDS)

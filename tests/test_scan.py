@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rnnlab
+from helpers import assert_records_agree, drawn_case, engine_record
 from rnnlab.engines import scan
 
 LINEAR = [("mingru", {}), ("minlstm", {}), ("minlstm", {"coeff_norm": False}),
@@ -45,15 +46,6 @@ def test_each_solver_equals_the_loop(solver, T, width, kind, seed):
     np.testing.assert_allclose(scan.solve_reverse(c, e, solver), reverse, rtol=tol, atol=tol)
 
 
-def _run(cell, x, h0, mask, dhs, k):
-    hs, cache = cell.forward(x, h0, mask)
-    dh_out = np.zeros_like(dhs)
-    grads, dx, dh0 = cell.backward(dhs, cache, back_steps=k, dh_out=dh_out)
-    dh0 = dh0 if isinstance(dh0, tuple) else (dh0,)
-    return {"hs": hs, "dx": dx, "dh_out": dh_out, **grads, **{f"states[{i}]": s for i, s in enumerate(cache.states)},
-            **{f"dh0[{i}]": d for i, d in enumerate(dh0)}}
-
-
 @pytest.mark.parametrize("solver", scan.SOLVERS)
 @pytest.mark.parametrize("name,options", LINEAR, ids=[f"{n}{o or ''}" for n, o in LINEAR])
 @settings(max_examples=12, deadline=None,
@@ -71,26 +63,9 @@ def test_the_scan_equals_the_loop(solver, name, options, T, B, seed, with_h0, ma
     rng = np.random.default_rng(seed)
     I, H = 3, 4
     cells = {e: rnnlab.make_cell(name, I, H, seed=1, engine=e, dtype=dtype, **options) for e in ("numpy", "scan")}
-    x = rng.normal(size=(T, B, I)).astype(dtype)
-    dhs = rng.normal(size=(T, B, H)).astype(dtype)
-    h0 = None
-    if with_h0:
-        parts = tuple(v.astype(dtype) for v in cells["numpy"].random_state(rng, B))
-        h0 = parts[0] if len(parts) == 1 else parts
-    mask = None
-    if mask_kind == "random":
-        mask = (rng.uniform(size=(T, B)) < 0.7).astype(dtype)
-    elif mask_kind == "trailing":
-        mask = (np.arange(T)[:, None] < rng.integers(1, T + 1, B)[None, :]).astype(dtype)
-    loop, scanned = (_run(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "scan"))
-    tol = 1e-4 if dtype == "float32" else 1e-12
-    for key, want in loop.items():
-        got = scanned[key]
-        if want is None:
-            assert got is None, key
-            continue
-        scale = max(1.0, float(np.abs(want).max()))
-        assert np.abs(np.asarray(got, np.float64) - want).max() <= tol * scale, (key, np.abs(got - want).max())
+    x, dhs, h0, mask = drawn_case(cells["numpy"], rng, T, B, dtype, with_h0, mask_kind)
+    loop, scanned = (engine_record(cells[e], x, h0, mask, dhs, k) for e in ("numpy", "scan"))
+    assert_records_agree(loop, scanned, 1e-4 if dtype == "float32" else 1e-12)
 
 
 def test_the_scan_is_chosen_for_cells_linear_in_their_state_and_refused_for_others():
