@@ -52,9 +52,6 @@ class PreviousStates:
     def __init__(self, cache: Cache):
         self._cache, self._built = cache, {}
 
-    def __len__(self) -> int:
-        return len(self._cache.states)
-
     def __getitem__(self, i: int) -> Array:
         if i not in self._built:
             self._built[i] = self._cache.prev_state(i)

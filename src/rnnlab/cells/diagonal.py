@@ -20,7 +20,7 @@ import numpy as np
 
 from rnnlab.cells.ages import initial_state_delta, inject, new_carry, step_back, sum_ages
 from rnnlab.cells.base import InputDrivenCell, Option
-from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, one_of, zero_of
+from rnnlab.cells.kernel_math import kernel, kernel_sigmoid, kernel_softplus, one_of, zero_of
 from rnnlab.cells.mingru import positive_activation
 from rnnlab.cells.registry import register_cell
 from rnnlab.common import sigmoid, softplus
@@ -578,14 +578,14 @@ def s6_forward_loop(xw, y0, S0, mask, A, D, signed, ys, S_steps):
     step keeps (y, S)."""
     T, B, H = ys.shape
     N = S0.shape[2]
-    one, zero = one_of(ys), zero_of(ys)
+    one = one_of(ys)
     y, S = y0.copy(), S0.copy()
     for t in range(T):
         for r in range(B):
             if mask[t, r] > 0.0:
                 for j in range(H):
                     u, pre = xw[t, r, j], xw[t, r, H + j]
-                    delta = max(pre, zero) + np.log1p(np.exp(-abs(pre)))
+                    delta = kernel_softplus(pre)
                     total = D[j] * u
                     for n in range(N):
                         P = np.exp(delta * A[j, n])
@@ -621,7 +621,7 @@ def s6_backward_loop(dhs, S0, S_steps, dt_steps, mask, A, D, signed, back_steps,
                 da[row, :] = zero
                 for j in range(H):
                     dy, u, pre = m * carry_y[k, r, j], xw[t, r, j], dt_steps[t, r, j]
-                    delta = max(pre, zero) + np.log1p(np.exp(-abs(pre)))
+                    delta = kernel_softplus(pre)
                     w, dw, d_delta = delta * u, zero, zero
                     for n in range(N):
                         G = m * carry_S[k, r, j * N + n] + dy * xw[t, r, 2 * H + N + n]

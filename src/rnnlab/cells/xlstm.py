@@ -522,8 +522,7 @@ class MLSTM(Cell):
         gates' slopes (1/√d, d log f / d f̃, σ′(o)) are applied here, over all rows at once."""
         H, NH = self.hidden_size, self.heads
         st = cache.steps
-        _, dlog_f = _log_forget(st["f_pre"], self.forget_gate, np)
-        log_f = st["f_pre"] if self.forget_gate == "exp" else -softplus(-st["f_pre"], np)
+        log_f, dlog_f = _log_forget(st["f_pre"], self.forget_gate, np)
         states0 = tuple(np.ascontiguousarray(s) for s in cache.state0)
         dstate0 = mlstm_backward_loop(dhs, *states0[1:], *cache.states[1:], st["q"], st["k"], st["v"], st["i_pre"],
                                       np.ascontiguousarray(log_f), st["o"], st["m_new"], mask, back_steps, dxw, dh_out)
