@@ -69,3 +69,71 @@ def test_the_kernels_backward_matches_finite_differences(name, options, back_ste
     h0 = state[0] if len(state) == 1 else state
     result = backward_against_finite_differences(compiled, reference, head, x, h0, make_mask(rng, T, B), back_steps)
     assert result.passed(1e-6), str(result)
+
+
+CHUNKED = [("deltanet", {}), ("deltanet", {"heads": 2, "eigenvalues": "signed"}), ("gated-deltanet", {}),
+           ("gated-deltanet", {"heads": 2, "eigenvalues": "signed", "bias": False})]
+CHUNKED_IDS = [f"{n}{o or ''}" for n, o in CHUNKED]
+
+
+def _chunk_length(L: int):
+    """CHUNK_LENGTH set for one example (hypothesis runs many examples under one function-scoped fixture)."""
+    from contextlib import contextmanager
+
+    from rnnlab.cells import deltanet
+
+    @contextmanager
+    def chunk():
+        before, deltanet.CHUNK_LENGTH = deltanet.CHUNK_LENGTH, L
+        try:
+            yield
+        finally:
+            deltanet.CHUNK_LENGTH = before
+    return chunk()
+
+
+@pytest.mark.parametrize("name,options", CHUNKED, ids=CHUNKED_IDS)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(T=st.integers(1, 14), B=st.integers(1, 3), seed=st.integers(0, 2**32 - 1), with_h0=st.booleans(),
+       mask_kind=st.sampled_from(MASK_KINDS), L=st.sampled_from([1, 3, 4, 32]),
+       k=st.sampled_from([None, None, None, 0, 2]), dtype=st.sampled_from(["float64", "float64", "float32"]))
+def test_the_chunked_form_equals_the_step_loop(name, options, T, B, seed, with_h0, mask_kind, L, k, dtype):
+    """Chunks of L steps, one chunk or many, the last one partial: outputs, per-step states, every gradient, dh_out
+    and dh0 to 1e-12 (float64), with truncated BPTT on the fused loop over the chunked form's cache."""
+    rng = np.random.default_rng(seed)
+    I, H = 3, 4
+    cells = {e: rnnlab.make_cell(name, I, H, seed=int(rng.integers(1 << 30)), engine=e, dtype=dtype,
+                                 init="gaussian", init_scale=0.5, **options) for e in ("numpy", "chunked")}
+    cells["chunked"].params = {n: v.copy() for n, v in cells["numpy"].params.items()}
+    x, dhs, h0, mask = drawn_case(cells["numpy"], rng, T, B, dtype, with_h0, mask_kind)
+    with _chunk_length(L):
+        chunked = engine_record(cells["chunked"], x, h0, mask, dhs, k)
+    loop = engine_record(cells["numpy"], x, h0, mask, dhs, k)
+    assert_records_agree(loop, chunked, 1e-4 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("name,options", CHUNKED, ids=CHUNKED_IDS)
+def test_the_chunked_backward_matches_finite_differences(name, options):
+    """Three chunks of 2 steps over a padded batch from a drawn initial state: every parameter, x and h0."""
+    T, B, I, H = 5, 2, 3, 4
+    rng = np.random.default_rng(12)
+    common = dict(seed=6, init="gaussian", init_scale=0.5, **options)
+    reference, chunked = (rnnlab.make_cell(name, I, H, engine=e, **common) for e in ("numpy", "chunked"))
+    head = Head("ce-steps", H, 3, T, B, rng)
+    x = rng.normal(size=(T, B, I))
+    state = reference.random_state(rng, B)
+    with _chunk_length(2):
+        result = backward_against_finite_differences(chunked, reference, head, x, state, make_mask(rng, T, B), None)
+    assert result.passed(1e-6), str(result)
+
+
+def test_only_the_delta_rule_cells_have_a_chunked_form():
+    assert rnnlab.make_cell("deltanet", 2, 4, engine="chunked").engine == "chunked"
+    with pytest.raises(ValueError, match="no chunked form"):
+        rnnlab.make_cell("mlstm", 2, 4, engine="chunked")
+
+
+def test_auto_runs_the_chunked_form_from_the_measured_head_size():
+    from rnnlab.cells.deltanet import CHUNKED_FROM_HEAD_DIM as d
+    assert rnnlab.make_cell("gated-deltanet", 2, 4 * d, heads=4, engine="auto").engine == "chunked"
+    assert rnnlab.make_cell("deltanet", 2, 4 * (d // 2), heads=4, engine="auto").engine == "numba"

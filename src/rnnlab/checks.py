@@ -293,6 +293,8 @@ def supported_engines(cls: type[Cell], config: dict) -> list[str]:
         out.append("numba")
     if cell.linear_state:
         out.append("scan")
+    if cell.has_chunked_form():
+        out.append("chunked")
     return [e for e in out if e in ENGINES]
 
 
@@ -307,13 +309,13 @@ def _check_engine(cls: type[Cell], config: dict, label: str, engine: str) -> Che
         cell = cls(I, H, seed=3, engine=name, **config)
         hs, cache = cell.forward(x, None, mask)
         results[name] = {"hs": hs}
-        # the scan's full BPTT is its own code (its truncated BPTT is the loop's); the loops share one body for both
-        for k in ((None, 2) if engine == "scan" else (2,)):
+        # the scan's and the chunked form's full BPTT is their own code (truncated, the loop's)
+        for k in ((None, 2) if engine in ("scan", "chunked") else (2,)):
             grads, dx, _ = cell.backward(dhs, cache, back_steps=k)
             results[name].update({f"{n} (back_steps={k})": g for n, g in {"dx": dx, **grads}.items()})
     worst = max(((n, relative_error(results[engine][n], v, floor=1e-12)) for n, v in results["numpy"].items()),
                 key=lambda item: item[1])
-    depths = "back_steps=2 and full" if engine == "scan" else "back_steps=2"
+    depths = "back_steps=2 and full" if engine in ("scan", "chunked") else "back_steps=2"
     return CheckResult(f"engine {engine} [{label}]", worst[1] < EXACT,
                        f"against numpy, masked, {depths}: worst {worst[0]} {worst[1]:.1e}")
 

@@ -157,7 +157,8 @@ class Cell:
     parameter counts, e.g. the 13,314 of S5). The gates are fused in one matrix in PyTorch's order.
 
     ``engine``: ``"numpy"`` (the reference), ``"numba"`` (the cell's fused kernels), ``"jax"``, ``"scan"``
-    (a cell linear in its state: the recurrence solved over all steps at once), or ``"auto"``: Numba when the
+    (a cell linear in its state: the recurrence solved over all steps at once), ``"chunked"`` (a matrix state
+    solved chunk by chunk: DeltaNet's), or ``"auto"``: the chunked form where it measured faster, else Numba when the
     cell has fused kernels for its configuration, else the scan for a cell linear in its state, else JAX when it
     is installed, else NumPy (``engine_reason`` says why).
 
@@ -269,6 +270,14 @@ class Cell:
         """Whether the Numba engine has fused kernels for this cell in this configuration."""
         return hasattr(self, "fused_forward")
 
+    def has_chunked_form(self) -> bool:
+        """Whether the chunked engine can run this cell (a matrix state solved chunk by chunk)."""
+        return hasattr(self, "chunked_forward")
+
+    def chunked_pays(self) -> bool:
+        """Whether ``auto`` runs this cell's chunked form rather than its fused loop (a measured rule, per cell)."""
+        return False
+
     @classmethod
     def choose_engine(cls, engine: str, *, bias: bool = True, recurrent_bias: bool = False,
                       **options: Any) -> tuple[str, str]:
@@ -278,6 +287,9 @@ class Cell:
     def _choose_engine(self, engine: str) -> tuple[str, str]:
         cell = type(self).__name__
         if engine == "auto":
+            if self.has_chunked_form() and self.chunked_pays() and "chunked" in ENGINES:
+                return "chunked", (f"auto: chunked ({cell}'s chunked form measured faster than its fused loop at "
+                                   "this head size)")
             if self.has_kernels() and "numba" in ENGINES:
                 return "numba", f"auto: numba ({cell} has fused kernels)"
             if self.linear_state and "scan" in ENGINES:
@@ -294,6 +306,9 @@ class Cell:
         if engine == "scan" and not self.linear_state:
             raise ValueError(f"engine scan: {cell}'s step is not linear in its state (it declares no linear_state); "
                              "use engine='auto', 'jax' or 'numpy'")
+        if engine == "chunked" and not self.has_chunked_form():
+            raise ValueError(f"engine chunked: {cell} has no chunked form (DeltaNet and Gated DeltaNet have one); use "
+                             "engine='auto', 'numba', 'jax' or 'numpy'")
         if engine == "numba" and not self.has_kernels():
             raise ValueError(f"engine: {cell} has no fused Numba kernels in this configuration; use engine='auto', "
                              "'jax' or 'numpy'")

@@ -190,16 +190,90 @@ class _Delta(Cell):
         beta, alpha, log_alpha = self._beta_alpha(p, st)
         dy0, dS0 = delta_backward_loop(dhs, np.ascontiguousarray(cache.state0[1]), cache.states[1], st["q_hat"],
                                        st["k"], st["v"], beta, alpha, self._scale(), mask, back_steps, dxw, dh_out)
+        self._input_slopes(st, dxw)
+        if not self.gated:
+            return dxw, dxw, (dy0, dS0)
+        dxw, sums = self._gate_slopes(p, st, dxw, dxw[..., 3 * H + NH:] * alpha, log_alpha)
+        return dxw, sums, (dy0, dS0)
+
+    def chunked_pays(self) -> bool:
+        return self.hidden_size // self.heads >= CHUNKED_FROM_HEAD_DIM
+
+    def chunked_forward(self, p, xw, state0, mask):
+        """The chunked engine's forward (``delta_chunk_forward`` chunk after chunk): the same states and cache as
+        ``fused_forward``. mask (T, B)."""
+        steps = self._inputs(p, xw)
+        T, B, NH, d = steps["k"].shape
+        beta, alpha, log_alpha = self._chunk_gates(p, steps, mask)
+        q, k, v, beta_c, lg = _chunked(steps["q_hat"], steps["k"], steps["v"], beta, log_alpha)
+        lg = np.cumsum(lg, axis=-1)                           # within each chunk
+        S = np.ascontiguousarray(state0[1]).reshape(B * NH, d, d)
+        O, U = np.zeros_like(q), np.zeros_like(q)
+        for c in range(q.shape[1]):
+            O[:, c], U[:, c], S = delta_chunk_forward(q[:, c], k[:, c], v[:, c], beta_c[:, c], lg[:, c],
+                                                      self._scale(), S)
+        ys, Ss = np.empty((T, B, self.hidden_size), self.dtype), np.empty((T,) + state0[1].shape, self.dtype)
+        delta_chunk_states(alpha, steps["k"], _unchunked(U, T, B), _flat(_unchunked(O, T, B)), mask,
+                           np.ascontiguousarray(state0[0]), np.ascontiguousarray(state0[1]), ys, Ss)
+        return (ys, Ss), steps
+
+    def chunked_backward(self, p, dhs, cache, mask):
+        """The chunked engine's full BPTT (``delta_chunk_backward`` from the last chunk back): → (dxw, dhw, dstate0,
+        the total error reaching each y_t). mask (T, B)."""
+        st = cache.steps
+        T, B, NH, d = st["k"].shape
+        beta, _, log_alpha = self._chunk_gates(p, st, mask)
+        errors, dy0 = _readout_errors(dhs, mask)
+        q, k, v, beta_c, lg = _chunked(st["q_hat"], st["k"], st["v"], beta, log_alpha)
+        lg = np.cumsum(lg, axis=-1)
+        dO = _chunked(_heads(errors * mask[..., None], NH))[0]
+        starts = [np.ascontiguousarray(cache.state0[1])] + [cache.states[1][c * CHUNK_LENGTH - 1]
+                                                            for c in range(1, q.shape[1])]
+        grads = [np.zeros_like(q) for _ in range(3)] + [np.zeros_like(lg) for _ in range(2)]
+        dS = np.zeros((B * NH, d, d), self.dtype)
+        for c in range(q.shape[1] - 1, -1, -1):
+            S0 = starts[c].reshape(B * NH, d, d)
+            _, U, _ = delta_chunk_forward(q[:, c], k[:, c], v[:, c], beta_c[:, c], lg[:, c], self._scale(), S0)
+            *chunk_grads, dS = delta_chunk_backward(dO[:, c], dS, q[:, c], k[:, c], v[:, c], beta_c[:, c], lg[:, c],
+                                                    self._scale(), S0, U)
+            for g, value in zip(grads, chunk_grads):
+                g[:, c] = value
+        return self._chunk_gradients(p, st, grads, mask, log_alpha), (dy0, dS.reshape(cache.state0[1].shape)), errors
+
+    def _chunk_gates(self, p, steps, mask):
+        """β and α (T, B, heads) with a padded step's β = 0 and α = 1, and log α (zeros ungated)."""
+        beta, alpha, log_alpha = self._beta_alpha(p, steps)
+        m = mask[..., None]
+        log_alpha = np.zeros_like(beta) if log_alpha is None else log_alpha * m
+        return beta * m, np.where(m > 0, alpha, 1.0).astype(self.dtype), log_alpha
+
+    def _chunk_gradients(self, p, st, grads, mask, log_alpha):
+        """(dxw, dhw) from the chunks' dq̂, dk̂, dv, dβ, d log α, as ``fused_backward`` returns them."""
+        T, B = mask.shape
+        dq, dk, dv = (_flat(_unchunked(g, T, B)) for g in grads[:3])
+        m = mask[..., None]
+        d_beta, d_log_alpha = (_unchunked(g[..., None], T, B)[..., 0] * m for g in grads[3:])
+        parts = [dq, dk, dv, d_beta] + ([d_log_alpha] if self.gated else [])
+        dxw = np.concatenate(parts, axis=-1).astype(self.dtype, copy=False)
+        self._input_slopes(st, dxw)
+        if not self.gated:
+            return dxw, dxw
+        return self._gate_slopes(p, st, dxw, d_log_alpha, self._beta_alpha(p, st)[2])
+
+    def _input_slopes(self, st, dxw):
+        """dxw's q, k and β blocks from the errors of q̂, k̂ and β, in place: the normalisations' and σ's slopes."""
+        H, NH = self.hidden_size, self.heads
         dxw[..., :H] = _flat(_normalise_backward(_heads(dxw[..., :H], NH), st["q_hat"], st["q_norm"]))
         dxw[..., H:2 * H] = _flat(_normalise_backward(_heads(dxw[..., H:2 * H], NH), st["k"], st["k_norm"]))
         dxw[..., 3 * H:3 * H + NH] *= st["s_beta"] * (1.0 - st["s_beta"]) * (2.0 if self.eigenvalues == "signed"
                                                                               else 1.0)
-        if not self.gated:
-            return dxw, dxw, (dy0, dS0)
-        d_log_alpha = dxw[..., 3 * H + NH:] * alpha
+
+    def _gate_slopes(self, p, st, dxw, d_log_alpha, log_alpha):
+        """Gated: dxw's α block from d log α, and the one row of A_log's and dt_bias's gradients summed."""
+        H, NH = self.hidden_size, self.heads
         dxw[..., 3 * H + NH:] = d_log_alpha * -np.exp(p["A_log"]) * sigmoid(st["g_pre"], np)
         sums = np.concatenate([(d_log_alpha * log_alpha).sum(axis=(0, 1)), dxw[..., 3 * H + NH:].sum(axis=(0, 1))])
-        return dxw, sums[None], (dy0, dS0)
+        return dxw, sums[None]
 
 
 @register_cell("deltanet")
@@ -346,3 +420,132 @@ def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, scale, mask, back
         age_in_place(carry_y, back_steps)
         age_in_place(carry_S, back_steps)
     return initial_state_delta(carry_y, back_steps), initial_state_delta(carry_S, back_steps).reshape(S0.shape)
+
+
+# -- the chunked form (flash-linear-attention's chunk_delta_rule, the WY/UT form): per chunk of L steps and head,
+# with γ_j = α_1 ⋯ α_j and D_js = γ_j / γ_s (s ≤ j), the pseudo-values u_j = β_j (v_j − S̄_{j−1}ᵀ k_j) solve
+#
+#     (I + A) U = diag(β) (V − diag(γ) K S0),    A_js = β_j D_js k_jᵀ k_s (s < j)
+#     O = scale (diag(γ) Q S0 + (Q Kᵀ ⊙ D) U),   S_L = γ_L S0 + Kᵀ diag(D_Ls) U
+#
+# since S_j = α_j S_{j−1} + k_j u_jᵀ. Matmuls of L × d blocks instead of T rank-one steps; the same function as the
+# loop, so the same gradients (tests/test_modern_kernels.py). A padded step has β = 0 and α = 1: u = 0, S kept.
+
+CHUNK_LENGTH = 32       # steps per chunk: of 16, 32, 64 the best or within 10% at head sizes 128, 256 (docs/engines.md)
+CHUNKED_FROM_HEAD_DIM = 128   # auto runs the chunked form from this head size d: 1.1–1.7× the fused loop at 128 and
+                              # 256, 0.84–0.92× at 64 (docs/engines.md)
+
+
+def _decays(lg):
+    """D (…, L, L): exp(lg_j − lg_s) for s ≤ j, else 0, from the cumulative log decay lg (…, L)."""
+    L = lg.shape[-1]
+    lower = np.tril(np.ones((L, L), bool))
+    return np.exp(np.where(lower, lg[..., :, None] - lg[..., None, :], -np.inf))
+
+
+def _T(a):
+    return a.swapaxes(-1, -2)
+
+
+def delta_chunk_forward(q, k, v, beta, lg, scale, S0):
+    """One chunk, every (row, head) at once: q, k, v (N, L, d); β, lg (N, L); S0 (N, d, d) → O, U (N, L, d), S_L."""
+    L = q.shape[-2]
+    D = _decays(lg)
+    gamma = np.exp(lg)
+    A = beta[..., :, None] * (k @ _T(k)) * np.tril(D, -1)
+    U = np.linalg.solve(np.eye(L, dtype=q.dtype) + A, beta[..., None] * (v - gamma[..., None] * (k @ S0)))
+    O = scale * (gamma[..., None] * (q @ S0) + ((q @ _T(k)) * D) @ U)
+    S_L = gamma[..., -1, None, None] * S0 + _T(k) @ (D[..., -1, :, None] * U)
+    return O, U, S_L
+
+
+def delta_chunk_backward(dO, dS_L, q, k, v, beta, lg, scale, S0, U):
+    """The adjoint of ``delta_chunk_forward``, each line the reverse of one above: → dq, dk, dv, dβ, d log α
+    (per step), dS0."""
+    L = q.shape[-2]
+    D = _decays(lg)
+    strict = np.tril(D, -1)
+    gamma = np.exp(lg)
+    KK, QK, KS0 = k @ _T(k), q @ _T(k), k @ S0
+    A = beta[..., :, None] * KK * strict
+    w = D[..., -1, :]                                                       # S_L = γ_L S0 + Kᵀ diag(w) U
+    KdS = k @ dS_L
+    dS0 = gamma[..., -1, None, None] * dS_L
+    dU = w[..., None] * KdS
+    dk = w[..., None] * (U @ _T(dS_L))
+    dD = np.zeros_like(D)
+    dD[..., -1, :] = (KdS * U).sum(-1)
+    dlg = np.zeros_like(lg)
+    dlg[..., -1] = gamma[..., -1] * (S0 * dS_L).sum((-1, -2))
+    dOs = scale * dO                                                        # O = scale (diag(γ) Q S0 + (QKᵀ ⊙ D) U)
+    dgamma = ((q @ S0) * dOs).sum(-1)
+    dq = gamma[..., None] * (dOs @ _T(S0))
+    dS0 += _T(q) @ (gamma[..., None] * dOs)
+    dM = dOs @ _T(U)
+    dU += _T(QK * D) @ dOs
+    dD += dM * QK
+    dq += (dM * D) @ k
+    dk += _T(dM * D) @ q
+    dR = np.linalg.solve(_T(np.eye(L, dtype=q.dtype) + A), dU)             # U = (I + A)⁻¹ diag(β) Vt
+    dA = np.tril(-(dR @ _T(U)), -1)
+    Vt = v - gamma[..., None] * KS0
+    dVt = beta[..., None] * dR
+    dgamma -= (KS0 * dVt).sum(-1)
+    dk -= gamma[..., None] * (dVt @ _T(S0))
+    dS0 -= _T(k) @ (gamma[..., None] * dVt)
+    dbeta = (dR * Vt).sum(-1) + (dA * KK * strict).sum(-1)                 # A = diag(β) (KKᵀ ⊙ strict)
+    dKK = beta[..., :, None] * dA * strict
+    dD += beta[..., :, None] * dA * KK
+    dk += (dKK + _T(dKK)) @ k
+    dDD = dD * D                                                            # D_js = exp(lg_j − lg_s)
+    dlg += dDD.sum(-1) - dDD.sum(-2) + dgamma * gamma
+    dlog_alpha = np.flip(np.cumsum(np.flip(dlg, -1), -1), -1)               # lg = cumsum(log α)
+    return dq, dk, dVt, dbeta, dlog_alpha, dS0
+
+
+def _chunked(*arrays):
+    """(T, B, NH, …) arrays as (B·NH, chunks, CHUNK_LENGTH, …), the steps after T zero (a zero step: q = k = v = 0,
+    β = 0, log α = 0, which changes nothing)."""
+    out = []
+    for a in arrays:
+        T, B, NH = a.shape[:3]
+        n = -(-T // CHUNK_LENGTH)
+        padded = np.zeros((n * CHUNK_LENGTH, B, NH) + a.shape[3:], a.dtype)
+        padded[:T] = a
+        moved = np.moveaxis(padded, 0, 2).reshape((B * NH, n, CHUNK_LENGTH) + a.shape[3:])
+        out.append(np.ascontiguousarray(moved))
+    return out
+
+
+def _unchunked(a, T, B):
+    """The inverse of ``_chunked``: (B·NH, chunks, L, d) → (T, B, NH, d)."""
+    N, n, L = a.shape[:3]
+    return np.ascontiguousarray(np.moveaxis(a.reshape((B, N // B, n * L) + a.shape[3:]), 2, 0)[:T])
+
+
+def _readout_errors(dhs, mask):
+    """The total error reaching each y_t (its own, plus what the padded steps after it pass back: they repeat y),
+    and what reaches y0 (through padded first steps). mask (T, B)."""
+    errors = dhs.copy()
+    for t in range(dhs.shape[0] - 2, -1, -1):
+        errors[t] += (1.0 - mask[t + 1])[:, None] * errors[t + 1]
+    return errors, (1.0 - mask[0])[:, None] * errors[0]
+
+
+@kernel
+def delta_chunk_states(alpha, k, u, O, mask, y0, S0, ys, Ss):
+    """The per-step states the cache keeps, from the chunks' pseudo-values: S_t = α_t S_{t−1} + k_t u_tᵀ, y_t = O_t
+    (a padded step keeps y; its u = 0 and α = 1 keep S). alpha (T, B, NH); k, u (T, B, NH, d); O (T, B, H)."""
+    T, B, NH, d = k.shape
+    y, S = y0.copy(), S0.copy()
+    for t in range(T):
+        for r in range(B):
+            if mask[t, r] != 0.0:
+                y[r] = O[t, r]
+            for head in range(NH):
+                Sh, kh, uh, al = S[r, head], k[t, r, head], u[t, r, head], alpha[t, r, head]
+                for a in range(d):
+                    ka = kh[a]
+                    for b in range(d):
+                        Sh[a, b] = al * Sh[a, b] + ka * uh[b]
+        ys[t], Ss[t] = y, S

@@ -8,7 +8,9 @@ its fused Numba kernels, and ``param_grads``. An engine runs them over time:
 - ``jax`` (``rnnlab.engines.jax``, extra ``rnnlab[jax]``): ``step``/``step_backward`` under
   ``jax.jit`` with ``lax.scan`` as the loop;
 - ``scan`` (``rnnlab.engines.scan``): for a cell linear in its state, the recurrence solved over all T steps
-  at once, its coefficients read off ``step``/``step_backward`` called on all T·B rows together.
+  at once, its coefficients read off ``step``/``step_backward`` called on all T·B rows together;
+- ``chunked`` (``rnnlab.engines.chunked``): a matrix-state cell's chunked form (DeltaNet's), matmuls within chunks
+  of steps, the state carried between them.
 
 The NumPy and JAX loops share one body for truncation ages and masks (``rnnlab.engines.loops``).
 Every engine keeps one contract: ``forward(cell, x, state0, mask) -> (hs, Cache)`` and
@@ -22,14 +24,15 @@ from __future__ import annotations
 import importlib
 
 from rnnlab.cells.base import ENGINES
-from rnnlab.engines import numba, numpy, scan
+from rnnlab.engines import chunked, numba, numpy, scan
 
 
 def _load_jax():
     return importlib.import_module("rnnlab.engines.jax")
 
 
-ENGINES.update({"numpy": lambda: numpy, "numba": lambda: numba, "jax": _load_jax, "scan": lambda: scan})
+ENGINES.update({"numpy": lambda: numpy, "numba": lambda: numba, "jax": _load_jax, "scan": lambda: scan,
+                "chunked": lambda: chunked})
 DEFAULT_TRAINING_ENGINE = "auto"   # numba for cells with fused kernels (Cell._choose_engine)
 
 __all__ = ["ENGINES", "DEFAULT_TRAINING_ENGINE"]
