@@ -59,16 +59,20 @@ def test_the_kernels_equal_the_step_loop(name, options, T, B, seed, with_h0, mas
 @pytest.mark.parametrize("back_steps", [None, 1])
 def test_the_kernels_backward_matches_finite_differences(name, options, back_steps):
     """The loss of a readout head over a padded batch from a drawn initial state, every parameter, x and h0."""
-    T, B, I, H = 4, 2, 3, 4
-    rng = np.random.default_rng(11)
-    common = dict(seed=5, init="gaussian", init_scale=0.5, **options)
-    reference, compiled = (rnnlab.make_cell(name, I, H, engine=e, **common) for e in ("numpy", "numba"))
+    result = _against_finite_differences(name, options, "numba", T=4, seed=11, back_steps=back_steps)
+    assert result.passed(1e-6), str(result)
+
+
+def _against_finite_differences(name, options, engine, T, seed, back_steps):
+    B, I, H = 2, 3, 4
+    rng = np.random.default_rng(seed)
+    common = dict(seed=seed - 6, init="gaussian", init_scale=0.5, **options)
+    reference, tested = (rnnlab.make_cell(name, I, H, engine=e, **common) for e in ("numpy", engine))
     head = Head("ce-steps", H, 3, T, B, rng)
     x = rng.normal(size=(T, B, I))
     state = reference.random_state(rng, B)
     h0 = state[0] if len(state) == 1 else state
-    result = backward_against_finite_differences(compiled, reference, head, x, h0, make_mask(rng, T, B), back_steps)
-    assert result.passed(1e-6), str(result)
+    return backward_against_finite_differences(tested, reference, head, x, h0, make_mask(rng, T, B), back_steps)
 
 
 CHUNKED = [("deltanet", {}), ("deltanet", {"heads": 2, "eigenvalues": "signed"}), ("gated-deltanet", {}),
@@ -115,15 +119,8 @@ def test_the_chunked_form_equals_the_step_loop(name, options, T, B, seed, with_h
 @pytest.mark.parametrize("name,options", CHUNKED, ids=CHUNKED_IDS)
 def test_the_chunked_backward_matches_finite_differences(name, options):
     """Three chunks of 2 steps over a padded batch from a drawn initial state: every parameter, x and h0."""
-    T, B, I, H = 5, 2, 3, 4
-    rng = np.random.default_rng(12)
-    common = dict(seed=6, init="gaussian", init_scale=0.5, **options)
-    reference, chunked = (rnnlab.make_cell(name, I, H, engine=e, **common) for e in ("numpy", "chunked"))
-    head = Head("ce-steps", H, 3, T, B, rng)
-    x = rng.normal(size=(T, B, I))
-    state = reference.random_state(rng, B)
     with _chunk_length(2):
-        result = backward_against_finite_differences(chunked, reference, head, x, state, make_mask(rng, T, B), None)
+        result = _against_finite_differences(name, options, "chunked", T=5, seed=12, back_steps=None)
     assert result.passed(1e-6), str(result)
 
 
