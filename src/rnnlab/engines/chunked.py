@@ -2,7 +2,8 @@
 run chunk by chunk in the form the GPU libraries use (flash-linear-attention's ``chunk_delta_rule``): within a
 chunk of L steps the recurrence is solved as matmuls of L × d blocks (a unit-triangular solve for the delta rule's
 pseudo-values), and only the state between chunks is carried. The cell holds the math (``chunked_forward``,
-``chunked_backward``, beside its step); this module is the loop around it.
+``chunked_backward``, beside its step, loop over the chunks included); this module is the engine around it: the
+input projection, the cache, the parameter gradients, and the hand-over to the fused loop for truncated BPTT.
 
 The contract is the Numba engine's: the same ``Cache`` (the per-step states too, written from the chunks'
 pseudo-values by a rank-one pass), masks, ``dh_out``, float32 and float64. Full BPTT is the chunked form's own
@@ -21,17 +22,13 @@ from rnnlab.engines import loops
 from rnnlab.engines import numba as fused
 
 
-def _mask2d(mask: np.ndarray | None, T: int, B: int, dtype) -> np.ndarray:
-    return np.ones((T, B), dtype) if mask is None else np.ascontiguousarray(mask[:, :, 0], dtype=dtype)
-
-
 def forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
     control = flush_subnormals()       # the per-step states are written by a Numba kernel, as the fused engine's
     try:
         T, B = x.shape[:2]
         xw = loops.project_input(cell.params, x, np)
         states, steps = cell.chunked_forward(cell.params, xw, tuple(np.ascontiguousarray(s) for s in state0),
-                                             _mask2d(mask, T, B, cell.dtype))
+                                             fused._mask2d(mask, T, B, cell.dtype))
     finally:
         restore_float_control(control)
     cache = Cache(x, mask, state0, states, steps)
@@ -45,7 +42,7 @@ def backward(cell, dhs: np.ndarray, cache: Cache, k: int | None, dh_out: np.ndar
     p = cell.params
     T, B = cache.x.shape[:2]
     (dxw, dhw), dstate0, reaching = cell.chunked_backward(p, np.ascontiguousarray(dhs), cache,
-                                                          _mask2d(cache.mask, T, B, cell.dtype))
+                                                          fused._mask2d(cache.mask, T, B, cell.dtype))
     if dh_out is not None:
         dh_out[...] = reaching
     grads = cell.param_grads(p, cache.x, PreviousStates(cache)[0], cache.steps, dxw, dhw)
