@@ -1,10 +1,11 @@
-"""The delta rule's chunked form against its fused loop: a training step (forward + full BPTT) of DeltaNet and
-Gated DeltaNet on the chunked engine at chunk lengths 16, 32 and 64, and on the Numba engine, at the modern cells'
-benchmark sizes (T, B) = (256, 32) and (1,024, 8), input 64, hidden 256, float32, heads 4, 2 and 1 (head size 64,
-128, 256). 1 thread, every pool pinned before anything is imported, the contenders interleaved, best CPU time of
-``--repeats``. The rule ``auto`` applies (``rnnlab.cells.deltanet.CHUNKED_FROM_HEAD_DIM``) comes from this table.
+"""The chunked forms against their fused loops: a training step (forward + full BPTT) of DeltaNet, Gated DeltaNet
+and mLSTM on the chunked engine at chunk lengths 16, 32 and 64, and on the Numba engine, at the modern cells'
+benchmark sizes (T, B) = (256, 32) and (1,024, 8), input 64, hidden 256, float32, heads 8, 4, 2 and 1 (head size
+32, 64, 128, 256). 1 thread, every pool pinned before anything is imported, the contenders interleaved, best CPU time
+of ``--repeats``. The rules ``auto`` applies (``rnnlab.cells.deltanet.CHUNKED_FROM_HEAD_DIM``,
+``rnnlab.cells.xlstm.MLSTM_CHUNKED_FROM_HEAD_DIM``) come from this table.
 
-    python benchmarks/bench_chunked.py [--cells deltanet,gated-deltanet] [--heads 4,2,1] [--repeats 3] [--docs]
+    python benchmarks/bench_chunked.py [--cells deltanet,gated-deltanet,mlstm] [--heads 8,4,2,1] [--repeats 3] [--docs]
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rnnlab  # noqa: E402
-from rnnlab.cells import deltanet  # noqa: E402
+from rnnlab.cells import chunks  # noqa: E402
 
 SIZES, INPUT, HIDDEN, LENGTHS = ((256, 32), (1024, 8)), 64, 256, (16, 32, 64)
 
 
 def training_step(cell, x, upstream, length: int) -> float:
-    deltanet.CHUNK_LENGTH = length
+    chunks.CHUNK_LENGTH = length
     start = time.process_time()
     hs, cache = cell.forward(x)
     cell.backward(upstream, cache)
@@ -53,8 +54,8 @@ def row(name: str, heads: int, T: int, B: int, repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cells", default="deltanet,gated-deltanet")
-    parser.add_argument("--heads", default="4,2,1")
+    parser.add_argument("--cells", default="deltanet,gated-deltanet,mlstm")
+    parser.add_argument("--heads", default="8,4,2,1")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()

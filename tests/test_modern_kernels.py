@@ -76,7 +76,8 @@ def _against_finite_differences(name, options, engine, T, seed, back_steps):
 
 
 CHUNKED = [("deltanet", {}), ("deltanet", {"heads": 2, "eigenvalues": "signed"}), ("gated-deltanet", {}),
-           ("gated-deltanet", {"heads": 2, "eigenvalues": "signed", "bias": False})]
+           ("gated-deltanet", {"heads": 2, "eigenvalues": "signed", "bias": False}),
+           ("mlstm", {}), ("mlstm", {"heads": 2, "forget_gate": "exp"}), ("mlstm", {"bias": False})]
 CHUNKED_IDS = [f"{n}{o or ''}" for n, o in CHUNKED]
 
 
@@ -84,15 +85,15 @@ def _chunk_length(L: int):
     """CHUNK_LENGTH set for one example (hypothesis runs many examples under one function-scoped fixture)."""
     from contextlib import contextmanager
 
-    from rnnlab.cells import deltanet
+    from rnnlab.cells import chunks
 
     @contextmanager
     def chunk():
-        before, deltanet.CHUNK_LENGTH = deltanet.CHUNK_LENGTH, L
+        before, chunks.CHUNK_LENGTH = chunks.CHUNK_LENGTH, L
         try:
             yield
         finally:
-            deltanet.CHUNK_LENGTH = before
+            chunks.CHUNK_LENGTH = before
     return chunk()
 
 
@@ -124,13 +125,18 @@ def test_the_chunked_backward_matches_finite_differences(name, options):
     assert result.passed(1e-6), str(result)
 
 
-def test_only_the_delta_rule_cells_have_a_chunked_form():
-    assert rnnlab.make_cell("deltanet", 2, 4, engine="chunked").engine == "chunked"
-    with pytest.raises(ValueError, match="no chunked form"):
-        rnnlab.make_cell("mlstm", 2, 4, engine="chunked")
+def test_only_the_matrix_state_cells_linear_in_their_state_have_a_chunked_form():
+    for name in ("deltanet", "gated-deltanet", "mlstm"):
+        assert rnnlab.make_cell(name, 2, 4, engine="chunked").engine == "chunked"
+    for name in ("slstm", "s6", "lstm"):        # sLSTM's state feeds its gates; S6's is diagonal (the scan's)
+        with pytest.raises(ValueError, match="no chunked form"):
+            rnnlab.make_cell(name, 2, 4, engine="chunked")
 
 
 def test_auto_runs_the_chunked_form_from_the_measured_head_size():
     from rnnlab.cells.deltanet import CHUNKED_FROM_HEAD_DIM as d
+    from rnnlab.cells.xlstm import MLSTM_CHUNKED_FROM_HEAD_DIM as d_mlstm
     assert rnnlab.make_cell("gated-deltanet", 2, 4 * d, heads=4, engine="auto").engine == "chunked"
     assert rnnlab.make_cell("deltanet", 2, 4 * (d // 2), heads=4, engine="auto").engine == "numba"
+    assert rnnlab.make_cell("mlstm", 2, 4 * d_mlstm, heads=4, engine="auto").engine == "chunked"
+    assert rnnlab.make_cell("mlstm", 2, 4 * (d_mlstm // 2), heads=4, engine="auto").engine == "numba"

@@ -158,9 +158,9 @@ class Cell:
 
     ``engine``: ``"numpy"`` (the reference), ``"numba"`` (the cell's fused kernels), ``"jax"``, ``"scan"``
     (a cell linear in its state: the recurrence solved over all steps at once), ``"chunked"`` (a matrix state
-    solved chunk by chunk: DeltaNet's), or ``"auto"``: the chunked form where it measured faster, else Numba when the
-    cell has fused kernels for its configuration, else the scan for a cell linear in its state, else JAX when it
-    is installed, else NumPy (``engine_reason`` says why).
+    solved chunk by chunk: DeltaNet's, mLSTM's), or ``"auto"``: the chunked form where it measured faster, else
+    Numba when the cell has fused kernels for its configuration, else the scan for a cell linear in its state, else
+    JAX when it is installed, else NumPy (``engine_reason`` says why).
 
     ``linear_state``: the state components the step updates as s' = a(x) ⊙ s + b(x) (empty: the step is not
     linear in its state); with ``complex_state`` the two components are the real and imaginary parts of one
@@ -307,8 +307,8 @@ class Cell:
             raise ValueError(f"engine scan: {cell}'s step is not linear in its state (it declares no linear_state); "
                              "use engine='auto', 'jax' or 'numpy'")
         if engine == "chunked" and not self.has_chunked_form():
-            raise ValueError(f"engine chunked: {cell} has no chunked form (DeltaNet and Gated DeltaNet have one); use "
-                             "engine='auto', 'numba', 'jax' or 'numpy'")
+            raise ValueError(f"engine chunked: {cell} has no chunked form (DeltaNet, Gated DeltaNet and mLSTM have "
+                             "one); use engine='auto', 'numba', 'jax' or 'numpy'")
         if engine == "numba" and not self.has_kernels():
             raise ValueError(f"engine: {cell} has no fused Numba kernels in this configuration; use engine='auto', "
                              "'jax' or 'numpy'")

@@ -26,8 +26,10 @@ import math
 
 import numpy as np
 
+from rnnlab.cells import chunks
 from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.chunks import transposed
 from rnnlab.cells.kernel_math import kernel, zero_of
 from rnnlab.cells.registry import register_cell
 from rnnlab.cells.xlstm import _check_heads, _flat, _heads, _heads_option
@@ -205,7 +207,7 @@ class _Delta(Cell):
         steps = self._inputs(p, xw)
         T, B, NH, d = steps["k"].shape
         beta, alpha, log_alpha = self._chunk_gates(p, steps, mask)
-        q, k, v, beta_c, lg = _chunked(steps["q_hat"], steps["k"], steps["v"], beta, log_alpha)
+        q, k, v, beta_c, lg = chunks.chunked(steps["q_hat"], steps["k"], steps["v"], beta, log_alpha)
         lg = np.cumsum(lg, axis=-1)                           # within each chunk
         S = np.ascontiguousarray(state0[1]).reshape(B * NH, d, d)
         O, U = np.zeros_like(q), np.zeros_like(q)
@@ -213,7 +215,7 @@ class _Delta(Cell):
             O[:, c], U[:, c], S = delta_chunk_forward(q[:, c], k[:, c], v[:, c], beta_c[:, c], lg[:, c],
                                                       self._scale(), S)
         ys, Ss = np.empty((T, B, self.hidden_size), self.dtype), np.empty((T,) + state0[1].shape, self.dtype)
-        delta_chunk_states(alpha, steps["k"], _unchunked(U, T, B), _flat(_unchunked(O, T, B)), mask,
+        delta_chunk_states(alpha, steps["k"], chunks.unchunked(U, T, B), _flat(chunks.unchunked(O, T, B)), mask,
                            np.ascontiguousarray(state0[0]), np.ascontiguousarray(state0[1]), ys, Ss)
         return (ys, Ss), steps
 
@@ -223,12 +225,11 @@ class _Delta(Cell):
         st = cache.steps
         T, B, NH, d = st["k"].shape
         beta, _, log_alpha = self._chunk_gates(p, st, mask)
-        errors, dy0 = _readout_errors(dhs, mask)
-        q, k, v, beta_c, lg = _chunked(st["q_hat"], st["k"], st["v"], beta, log_alpha)
+        errors, dy0 = chunks.readout_errors(dhs, mask)
+        q, k, v, beta_c, lg = chunks.chunked(st["q_hat"], st["k"], st["v"], beta, log_alpha)
         lg = np.cumsum(lg, axis=-1)
-        dO = _chunked(_heads(errors * mask[..., None], NH))[0]
-        starts = [np.ascontiguousarray(cache.state0[1])] + [cache.states[1][c * CHUNK_LENGTH - 1]
-                                                            for c in range(1, q.shape[1])]
+        dO = chunks.chunked(_heads(errors * mask[..., None], NH))[0]
+        starts = chunks.chunk_starts(cache.state0[1], cache.states[1], q.shape[1])
         grads = [np.zeros_like(q) for _ in range(3)] + [np.zeros_like(lg) for _ in range(2)]
         dS = np.zeros((B * NH, d, d), self.dtype)
         for c in range(q.shape[1] - 1, -1, -1):
@@ -250,9 +251,9 @@ class _Delta(Cell):
     def _chunk_gradients(self, p, st, grads, mask, log_alpha):
         """(dxw, dhw) from the chunks' dq̂, dk̂, dv, dβ, d log α, as ``fused_backward`` returns them."""
         T, B = mask.shape
-        dq, dk, dv = (_flat(_unchunked(g, T, B)) for g in grads[:3])
+        dq, dk, dv = (_flat(chunks.unchunked(g, T, B)) for g in grads[:3])
         m = mask[..., None]
-        d_beta, d_log_alpha = (_unchunked(g[..., None], T, B)[..., 0] * m for g in grads[3:])
+        d_beta, d_log_alpha = (chunks.unchunked(g[..., None], T, B)[..., 0] * m for g in grads[3:])
         parts = [dq, dk, dv, d_beta] + ([d_log_alpha] if self.gated else [])
         dxw = np.concatenate(parts, axis=-1).astype(self.dtype, copy=False)
         self._input_slopes(st, dxw)
@@ -431,7 +432,6 @@ def delta_backward_loop(dhs, S0, Ss, q_hat, k, v, beta, alpha, scale, mask, back
 # since S_j = α_j S_{j−1} + k_j u_jᵀ. Matmuls of L × d blocks instead of T rank-one steps; the same function as the
 # loop, so the same gradients (tests/test_modern_kernels.py). A padded step has β = 0 and α = 1: u = 0, S kept.
 
-CHUNK_LENGTH = 32       # steps per chunk: of 16, 32, 64 the best or within 10% at head sizes 128, 256 (docs/engines.md)
 CHUNKED_FROM_HEAD_DIM = 128   # auto runs the chunked form from this head size d: 1.1–1.7× the fused loop at 128 and
                               # 256, 0.84–0.92× at 64 (docs/engines.md)
 
@@ -443,19 +443,16 @@ def _decays(lg):
     return np.exp(np.where(lower, lg[..., :, None] - lg[..., None, :], -np.inf))
 
 
-def _T(a):
-    return a.swapaxes(-1, -2)
-
 
 def delta_chunk_forward(q, k, v, beta, lg, scale, S0):
     """One chunk, every (row, head) at once: q, k, v (N, L, d); β, lg (N, L); S0 (N, d, d) → O, U (N, L, d), S_L."""
     L = q.shape[-2]
     D = _decays(lg)
     gamma = np.exp(lg)
-    A = beta[..., :, None] * (k @ _T(k)) * np.tril(D, -1)
+    A = beta[..., :, None] * (k @ transposed(k)) * np.tril(D, -1)
     U = np.linalg.solve(np.eye(L, dtype=q.dtype) + A, beta[..., None] * (v - gamma[..., None] * (k @ S0)))
-    O = scale * (gamma[..., None] * (q @ S0) + ((q @ _T(k)) * D) @ U)
-    S_L = gamma[..., -1, None, None] * S0 + _T(k) @ (D[..., -1, :, None] * U)
+    O = scale * (gamma[..., None] * (q @ S0) + ((q @ transposed(k)) * D) @ U)
+    S_L = gamma[..., -1, None, None] * S0 + transposed(k) @ (D[..., -1, :, None] * U)
     return O, U, S_L
 
 
@@ -466,70 +463,41 @@ def delta_chunk_backward(dO, dS_L, q, k, v, beta, lg, scale, S0, U):
     D = _decays(lg)
     strict = np.tril(D, -1)
     gamma = np.exp(lg)
-    KK, QK, KS0 = k @ _T(k), q @ _T(k), k @ S0
+    KK, QK, KS0 = k @ transposed(k), q @ transposed(k), k @ S0
     A = beta[..., :, None] * KK * strict
     w = D[..., -1, :]                                                       # S_L = γ_L S0 + Kᵀ diag(w) U
     KdS = k @ dS_L
     dS0 = gamma[..., -1, None, None] * dS_L
     dU = w[..., None] * KdS
-    dk = w[..., None] * (U @ _T(dS_L))
+    dk = w[..., None] * (U @ transposed(dS_L))
     dD = np.zeros_like(D)
     dD[..., -1, :] = (KdS * U).sum(-1)
     dlg = np.zeros_like(lg)
     dlg[..., -1] = gamma[..., -1] * (S0 * dS_L).sum((-1, -2))
     dOs = scale * dO                                                        # O = scale (diag(γ) Q S0 + (QKᵀ ⊙ D) U)
     dgamma = ((q @ S0) * dOs).sum(-1)
-    dq = gamma[..., None] * (dOs @ _T(S0))
-    dS0 += _T(q) @ (gamma[..., None] * dOs)
-    dM = dOs @ _T(U)
-    dU += _T(QK * D) @ dOs
+    dq = gamma[..., None] * (dOs @ transposed(S0))
+    dS0 += transposed(q) @ (gamma[..., None] * dOs)
+    dM = dOs @ transposed(U)
+    dU += transposed(QK * D) @ dOs
     dD += dM * QK
     dq += (dM * D) @ k
-    dk += _T(dM * D) @ q
-    dR = np.linalg.solve(_T(np.eye(L, dtype=q.dtype) + A), dU)             # U = (I + A)⁻¹ diag(β) Vt
-    dA = np.tril(-(dR @ _T(U)), -1)
+    dk += transposed(dM * D) @ q
+    dR = np.linalg.solve(transposed(np.eye(L, dtype=q.dtype) + A), dU)      # U = (I + A)⁻¹ diag(β) Vt
+    dA = np.tril(-(dR @ transposed(U)), -1)
     Vt = v - gamma[..., None] * KS0
     dVt = beta[..., None] * dR
     dgamma -= (KS0 * dVt).sum(-1)
-    dk -= gamma[..., None] * (dVt @ _T(S0))
-    dS0 -= _T(k) @ (gamma[..., None] * dVt)
+    dk -= gamma[..., None] * (dVt @ transposed(S0))
+    dS0 -= transposed(k) @ (gamma[..., None] * dVt)
     dbeta = (dR * Vt).sum(-1) + (dA * KK * strict).sum(-1)                 # A = diag(β) (KKᵀ ⊙ strict)
     dKK = beta[..., :, None] * dA * strict
     dD += beta[..., :, None] * dA * KK
-    dk += (dKK + _T(dKK)) @ k
+    dk += (dKK + transposed(dKK)) @ k
     dDD = dD * D                                                            # D_js = exp(lg_j − lg_s)
     dlg += dDD.sum(-1) - dDD.sum(-2) + dgamma * gamma
     dlog_alpha = np.flip(np.cumsum(np.flip(dlg, -1), -1), -1)               # lg = cumsum(log α)
     return dq, dk, dVt, dbeta, dlog_alpha, dS0
-
-
-def _chunked(*arrays):
-    """(T, B, NH, …) arrays as (B·NH, chunks, CHUNK_LENGTH, …), the steps after T zero (a zero step: q = k = v = 0,
-    β = 0, log α = 0, which changes nothing)."""
-    out = []
-    for a in arrays:
-        T, B, NH = a.shape[:3]
-        n = -(-T // CHUNK_LENGTH)
-        padded = np.zeros((n * CHUNK_LENGTH, B, NH) + a.shape[3:], a.dtype)
-        padded[:T] = a
-        moved = np.moveaxis(padded, 0, 2).reshape((B * NH, n, CHUNK_LENGTH) + a.shape[3:])
-        out.append(np.ascontiguousarray(moved))
-    return out
-
-
-def _unchunked(a, T, B):
-    """The inverse of ``_chunked``: (B·NH, chunks, L, d) → (T, B, NH, d)."""
-    N, n, L = a.shape[:3]
-    return np.ascontiguousarray(np.moveaxis(a.reshape((B, N // B, n * L) + a.shape[3:]), 2, 0)[:T])
-
-
-def _readout_errors(dhs, mask):
-    """The total error reaching each y_t (its own, plus what the padded steps after it pass back: they repeat y),
-    and what reaches y0 (through padded first steps). mask (T, B)."""
-    errors = dhs.copy()
-    for t in range(dhs.shape[0] - 2, -1, -1):
-        errors[t] += (1.0 - mask[t + 1])[:, None] * errors[t + 1]
-    return errors, (1.0 - mask[0])[:, None] * errors[0]
 
 
 @kernel

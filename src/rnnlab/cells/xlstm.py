@@ -13,8 +13,10 @@ import math
 
 import numpy as np
 
+from rnnlab.cells import chunks
 from rnnlab.cells.ages import age_in_place, initial_state_delta, inject, new_carry, sum_ages
 from rnnlab.cells.base import Cell, Option
+from rnnlab.cells.chunks import transposed
 from rnnlab.cells.kernel_blas import kernel_matmul
 from rnnlab.cells.kernel_math import (
     constant_in_dtype,
@@ -450,7 +452,8 @@ class MLSTM(Cell):
     4(nm + n) + 2 heads (m + 1) parameters. The output gate is the paper's σ(W_o x) (eq. 27); the xLSTM block
     replaces it with silu(z) outside the cell.
 
-    Linear in the state (C, n); m is a (max, +) recurrence. A chunked scan computes it (``rnnlab.engines.scan``).
+    Linear in the state (C, n); m is a (max, +) recurrence. The chunked engine solves it chunk by chunk as gated
+    linear attention (``chunked_forward``, ``mlstm_chunk_readout``), the stabiliser from the loop's own recurrence.
     """
 
     title = "mLSTM"
@@ -520,25 +523,91 @@ class MLSTM(Cell):
     def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
         """The Numba engine's backward loop: it writes [dq, d(k/√d), dv, dĩ, d(log f), dh ⊙ h̃] into dxw; the
         gates' slopes (1/√d, d log f / d f̃, σ′(o)) are applied here, over all rows at once."""
-        H, NH = self.hidden_size, self.heads
         st = cache.steps
         log_f, dlog_f = _log_forget(st["f_pre"], self.forget_gate, np)
         states0 = tuple(np.ascontiguousarray(s) for s in cache.state0)
         dstate0 = mlstm_backward_loop(dhs, *states0[1:], *cache.states[1:], st["q"], st["k"], st["v"], st["i_pre"],
                                       np.ascontiguousarray(log_f), st["o"], st["m_new"], mask, back_steps, dxw, dh_out)
+        self._gate_slopes(st, dlog_f, dxw)
+        return dxw, dxw, tuple(d.reshape(s.shape) for d, s in zip(dstate0, states0))
+
+    def _gate_slopes(self, st, dlog_f, dxw):
+        """dxw from [dq, d(k/√d), dv, dĩ, d(log f), dh ⊙ h̃], in place: the slopes of 1/√d, log f and σ(o)."""
+        H, NH = self.hidden_size, self.heads
         dxw[..., H:2 * H] /= math.sqrt(H // NH)
         dxw[..., 3 * H + NH:3 * H + 2 * NH] *= dlog_f
         dxw[..., 3 * H + 2 * NH:] *= st["o"] * (1.0 - st["o"])
-        return dxw, dxw, tuple(d.reshape(s.shape) for d, s in zip(dstate0, states0))
+
+    def chunked_pays(self) -> bool:
+        return self.hidden_size // self.heads >= MLSTM_CHUNKED_FROM_HEAD_DIM
+
+    def chunked_forward(self, p, xw, state0, mask):
+        """The chunked engine's forward: the stabilisers and the per-step states from the loop's update pass
+        (``mlstm_forward_loop`` without its readouts), the readouts of every chunk at once as matmuls
+        (``mlstm_chunk_readout``): the same states and cache as ``fused_forward``. mask (T, B)."""
+        T, B, H = xw.shape[0], xw.shape[1], self.hidden_size
+        q, k, v, i_pre, f_pre, log_f, o = self._inputs(xw)
+        hs = np.empty((T, B, H), self.dtype)
+        Cs, ns, ms = (np.empty((T,) + s.shape, self.dtype) for s in state0[1:])
+        m_new = np.empty_like(ms)
+        mlstm_forward_loop(q, k, v, i_pre, log_f, o, *state0, mask, hs, Cs, ns, ms, m_new, False)
+        qc, kc, vc, ic, lg, kept, mc = self._chunks(q, k, v, i_pre, log_f, ms, mask)
+        C0s, n0s, m0s = (_chunk_starts(s0, s, qc.shape[1]) for s0, s in zip(state0[1:], (Cs, ns, ms)))
+        h_tilde = chunks.unchunked(mlstm_chunk_readout(qc, kc, vc, ic, lg, mc, m0s, kept, C0s, n0s), T, B)
+        hs = chunks.repeated_over_padding(o * _flat(h_tilde), mask, state0[0]).astype(self.dtype, copy=False)
+        return (hs, Cs, ns, ms), {"q": q, "k": k, "v": v, "i_pre": i_pre, "f_pre": f_pre, "o": o, "m_new": m_new}
+
+    def chunked_backward(self, p, dhs, cache, mask):
+        """The chunked engine's full BPTT (``mlstm_chunk_backward`` from the last chunk back, then the stabilisers'
+        error through their recurrence): → (dxw, dhw), dstate0, the total error reaching each h_t. mask (T, B)."""
+        st, (_, Cs, ns, ms) = cache.steps, cache.states
+        T, B, NH, d = st["q"].shape
+        log_f, dlog_f = _log_forget(st["f_pre"], self.forget_gate, np)
+        log_f = np.ascontiguousarray(log_f)
+        errors, dh0 = chunks.readout_errors(dhs, mask)
+        qc, kc, vc, ic, lg, kept, mc = self._chunks(st["q"], st["k"], st["v"], st["i_pre"], log_f, ms, mask)
+        n = qc.shape[1]
+        C0s, n0s, m0s = (_chunk_starts(s0, s, n) for s0, s in zip(cache.state0[1:], (Cs, ns, ms)))
+        dH = chunks.chunked(_heads(errors * mask[..., None] * st["o"], NH))[0]
+        outputs = [np.zeros_like(qc) for _ in range(4)] + [np.zeros_like(lg) for _ in range(3)] + [np.zeros_like(m0s)]
+        dC, dn = np.zeros_like(C0s[:, 0]), np.zeros_like(n0s[:, 0])
+        for c in range(n - 1, -1, -1):
+            *local, dC, dn = mlstm_chunk_backward(dH[:, c], dC, dn, qc[:, c], kc[:, c], vc[:, c], ic[:, c], lg[:, c],
+                                                  mc[:, c], m0s[:, c], kept[:, c], C0s[:, c], n0s[:, c])
+            for out, value in zip(outputs, local):
+                out[:, c] = value
+        h_tilde, dq, dk, dv, d_i, dlg, dm, dm_starts = outputs
+        d_log_f = np.flip(np.cumsum(np.flip(dlg, -1), -1), -1)                 # lg = cumsum(log f)
+        keep = mask[..., None]
+        d_i, d_log_f = (chunks.unchunked(a, T, B) * keep for a in (d_i, d_log_f))
+        dm_all = np.zeros((T + 1, B, NH), self.dtype)                         # before step 0, then after each step
+        dm_all[1:] = chunks.unchunked(dm, T, B)
+        dm_all[np.arange(n) * chunks.CHUNK_LENGTH] += np.moveaxis(dm_starts.reshape(B, NH, n), 2, 0)
+        dm0 = mlstm_stabiliser_backward(dm_all, log_f, st["i_pre"], mask, np.ascontiguousarray(cache.state0[3]),
+                                        ms, d_log_f, d_i)
+        dxw = np.concatenate([_flat(chunks.unchunked(a, T, B)) for a in (dq, dk, dv)]
+                             + [d_i, d_log_f, errors * keep * _flat(chunks.unchunked(h_tilde, T, B))], axis=-1)
+        self._gate_slopes(st, dlog_f, dxw)
+        dstate0 = (dh0, dC.reshape(cache.state0[1].shape), dn.reshape(cache.state0[2].shape), dm0)
+        return (dxw, dxw), dstate0, errors
+
+    def _chunks(self, q, k, v, i_pre, log_f, ms, mask):
+        """The chunked form's inputs as chunks (``chunks.chunked``, (B·heads, chunks, L, …)): q, k, v, ĩ, lg (the
+        cumulative log f within each chunk, log f = 0 at a padded step), keep (1, or 0 at a padded step and after
+        T), m (the stabiliser after each step; the steps after T keep the last)."""
+        keep = np.broadcast_to(mask[..., None], ms.shape).astype(self.dtype)
+        qc, kc, vc, ic, lf, kept = chunks.chunked(q, k, v, i_pre, log_f * keep, keep)
+        return qc, kc, vc, ic, np.cumsum(lf, axis=-1), kept, chunks.chunked(ms, edge=True)[0]
 
 
 # the fused time loops of the Numba engine: per row and head, one pass over C for the update and the readout forward,
 # two passes backward (the readout's, then the update's), the error of C updated in place
 
 @kernel
-def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, ns, ms, m_steps):
+def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, ns, ms, m_steps, readout=True):
     """mlstm_step over T steps from the inputs that depend on x only (``MLSTM._inputs``); a padded step keeps
-    (h, C, n, m). m_steps receives m' for every row, as the NumPy loop computes it."""
+    (h, C, n, m). m_steps receives m' for every row, as the NumPy loop computes it. Without ``readout`` (the chunked
+    form's pass, whose readouts are matmuls) it updates (C, n, m) only and leaves h at h0."""
     T, B, NH, d = q.shape
     one, zero = one_of(hs), zero_of(hs)
     eps = mlstm_eps_of(hs)
@@ -556,6 +625,14 @@ def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, n
                 e = kernel_exp(-abs(total - i_tilde))       # of exp(ĩ − m') and exp(log f + m − m'), one is 1
                 ig, fg = (e, one) if total >= i_tilde else (one, e)
                 Ch, nh, qh, kh, vh = C[r, head], n[r, head], q[t, r, head], k[t, r, head], v[t, r, head]
+                m[r, head] = m_new
+                if not readout:
+                    for a in range(d):
+                        ik = ig * kh[a]
+                        nh[a] = fg * nh[a] + ik
+                        for b in range(d):
+                            Ch[a, b] = fg * Ch[a, b] + ik * vh[b]
+                    continue
                 num[:] = zero
                 qn = zero
                 for a in range(d):
@@ -568,7 +645,6 @@ def mlstm_forward_loop(q, k, v, i_pre, log_f, o, h0, C0, n0, m0, mask, hs, Cs, n
                 den = max(abs(qn), kernel_exp(-m_new)) + eps
                 for b in range(d):
                     h[r, head * d + b] = o[t, r, head * d + b] * (num[b] / den)
-                m[r, head] = m_new
         hs[t], Cs[t], ns[t], ms[t] = h, C, n, m
 
 
@@ -680,3 +756,111 @@ def mlstm_backward_loop(dhs, C0, n0, m0, Cs, ns, ms, q, k, v, i_pre, log_f, o, m
         age_in_place(carry_m, back_steps)
     return (initial_state_delta(carry_h, back_steps), initial_state_delta(carry_C, back_steps),
             initial_state_delta(carry_n, back_steps), initial_state_delta(carry_m, back_steps))
+
+
+# -- the chunked form (gated linear attention: xLSTM's chunkwise kernels, flash-linear-attention's chunk_gla). The
+# stabilised state is C_t = e^{−m_t} Ĉ_t with Ĉ_t = f_t Ĉ_{t−1} + e^{ĩ_t} k_t v_tᵀ linear, so per chunk of L steps
+# from (C0, n0, m0), with lg_j = Σ_{s≤j} log f_s (log f = 0 at a padded step):
+#
+#     g_j = exp(lg_j + m0 − m_j),   D_js = exp(lg_j − lg_s + ĩ_s − m_j)   (s ≤ j, s kept; else 0)
+#     qᵀC_j = g_j q_jᵀ C0 + Σ_s D_js (q_j·k_s) v_sᵀ,   q·n_j = g_j q_j·n0 + Σ_s D_js q_j·k_s
+#     C_L = g_L C0 + Kᵀ diag(D_L·) V,                  n_L = g_L n0 + Kᵀ D_L·
+#
+# m is the loop's own (max, +) recurrence m_j = max(log f_j + m_{j−1}, ĩ_j), so m_j ≥ lg_j + m0 and m_j ≥ lg_j − lg_s
+# + ĩ_s: every exponent is ≤ 0 and nothing overflows. Its error goes back through that recurrence, branch by branch
+# as the loop's backward takes it (``mlstm_stabiliser_backward``).
+
+MLSTM_CHUNKED_FROM_HEAD_DIM = 64   # auto runs the chunked form from this head size d: 1.5–2.7× the fused loop at 64
+                                   # to 256, 0.9–1.0× at 32, 0.7–0.8× at 16 (Intel; docs/engines.md)
+
+
+def _chunk_starts(state0, states, n):
+    """The state part each of n chunks starts from, as (B·heads, n, …)."""
+    starts = np.stack(chunks.chunk_starts(state0, states, n), axis=2)       # (B, heads, n, …)
+    return np.ascontiguousarray(starts.reshape((-1, n) + starts.shape[3:]))
+
+
+def _mlstm_chunk_decays(lg, i_pre, m, m0, keep):
+    """g (…, L) and D (…, L, L) of a chunk from lg, ĩ, m, keep (…, L) and m0 (…)."""
+    L = lg.shape[-1]
+    valid = np.tril(np.ones((L, L), bool)) & (keep[..., None, :] > 0)
+    exponent = lg[..., :, None] - lg[..., None, :] + i_pre[..., None, :] - m[..., :, None]
+    return np.exp(lg + m0[..., None] - m), np.exp(np.where(valid, exponent, -np.inf))
+
+
+def mlstm_chunk_readout(q, k, v, i_pre, lg, m, m0, keep, C0, n0):
+    """h̃ of a chunk (or of many at once: any leading axes), every (row, head) at once: q, k, v (…, L, d); ĩ, lg, m,
+    keep (…, L); m0 (…); C0 (…, d, d); n0 (…, d) → h̃ = qᵀC / (max(|q·n|, e^{−m}) + ε) (…, L, d)."""
+    g, D = _mlstm_chunk_decays(lg, i_pre, m, m0, keep)
+    P = (q @ transposed(k)) * D
+    num = g[..., None] * (q @ C0) + P @ v
+    qn = g * (q @ n0[..., None])[..., 0] + P.sum(-1)
+    return num / (np.maximum(np.abs(qn), np.exp(-m)) + MLSTM_EPS)[..., None]
+
+
+def mlstm_chunk_backward(dh_tilde, dC, dn, q, k, v, i_pre, lg, m, m0, keep, C0, n0):
+    """The adjoint of ``mlstm_chunk_readout`` and of the chunk's end state (C_L, n_L), whose errors are dC, dn, each
+    line the reverse of one forward line: → h̃, dq, dk, dv, dĩ, d lg, dm (…, L, …), dm0, dC0, dn0."""
+    g, D = _mlstm_chunk_decays(lg, i_pre, m, m0, keep)
+    QK = q @ transposed(k)
+    P = QK * D
+    QC0, Qn0 = q @ C0, (q @ n0[..., None])[..., 0]
+    num, qn = g[..., None] * QC0 + P @ v, g * Qn0 + P.sum(-1)
+    floor = np.exp(-m)
+    on_qn = np.abs(qn) >= floor
+    den = np.where(on_qn, np.abs(qn), floor) + MLSTM_EPS
+    h_tilde = num / den[..., None]
+    dnum = dh_tilde / den[..., None]                                    # h̃ = num / den
+    dden = -(dh_tilde * h_tilde).sum(-1) / den
+    dqn = np.where(on_qn, dden * np.sign(qn), 0.0)
+    dm = np.where(on_qn, 0.0, -dden * floor)
+    dg = (dnum * QC0).sum(-1) + dqn * Qn0                             # num = g QC0 + P V, qn = g Qn0 + P 1
+    dq = (g[..., None] * dnum) @ transposed(C0) + (g * dqn)[..., None] * n0[..., None, :]
+    dC0 = transposed(q) @ (g[..., None] * dnum)
+    dn0 = (transposed(q) @ (g * dqn)[..., None])[..., 0]
+    dP = dnum @ transposed(v) + dqn[..., None]
+    dv = transposed(P) @ dnum
+    w = D[..., -1, :]                                                   # C_L = g_L C0 + Kᵀ diag(w) V, n_L = …
+    KdC = k @ dC
+    dg[..., -1] += (C0 * dC).sum((-1, -2)) + (n0 * dn).sum(-1)
+    dC0 += g[..., -1, None, None] * dC
+    dn0 += g[..., -1, None] * dn
+    dk = w[..., None] * (v @ transposed(dC) + dn[..., None, :])
+    dv += w[..., None] * KdC
+    dD = dP * QK
+    dD[..., -1, :] += (KdC * v).sum(-1) + (k @ dn[..., None])[..., 0]
+    dQK = dP * D                                                        # P = QKᵀ ⊙ D
+    dq += dQK @ k
+    dk += transposed(dQK) @ q
+    dE = dD * D                                                         # D_js = exp(lg_j − lg_s + ĩ_s − m_j)
+    dlg = dE.sum(-1) - dE.sum(-2)
+    d_i = dE.sum(-2)
+    dm -= dE.sum(-1)
+    dG = dg * g                                                         # g_j = exp(lg_j + m0 − m_j)
+    dlg += dG
+    dm -= dG
+    return h_tilde, dq, dk, dv, d_i, dlg, dm, dG.sum(-1), dC0, dn0
+
+
+@kernel
+def mlstm_stabiliser_backward(dm, log_f, i_pre, mask, m0, ms, d_log_f, d_i):
+    """The stabilisers' errors through their recurrence m' = max(log f + m, ĩ), each step's branch as the loop's
+    backward takes it (a padded step keeps m and passes its error on): dm (T + 1, B, heads), the errors reaching m
+    directly, before the first step (index 0) and after each step t (index t + 1). Adds into d_log_f and d_i (T, B,
+    heads); → the error of m0."""
+    T, B, NH = log_f.shape
+    zero = zero_of(dm)
+    carry = dm[T].copy()
+    for t in range(T - 1, -1, -1):
+        for r in range(B):
+            if mask[t, r] == 0.0:
+                continue
+            for head in range(NH):
+                m_prev = ms[t - 1, r, head] if t > 0 else m0[r, head]
+                if log_f[t, r, head] + m_prev >= i_pre[t, r, head]:
+                    d_log_f[t, r, head] += carry[r, head]
+                else:
+                    d_i[t, r, head] += carry[r, head]
+                    carry[r, head] = zero
+        carry += dm[t]
+    return carry

@@ -9,8 +9,8 @@ its fused Numba kernels, and ``param_grads``. An engine runs them over time:
   ``jax.jit`` with ``lax.scan`` as the loop;
 - ``scan`` (``rnnlab.engines.scan``): for a cell linear in its state, the recurrence solved over all T steps
   at once, its coefficients read off ``step``/``step_backward`` called on all T·B rows together;
-- ``chunked`` (``rnnlab.engines.chunked``): a matrix-state cell's chunked form (DeltaNet's), matmuls within chunks
-  of steps, the state carried between them.
+- ``chunked`` (``rnnlab.engines.chunked``): a matrix-state cell's chunked form (DeltaNet's, mLSTM's), matmuls
+  within chunks of steps, the state carried between them.
 
 The NumPy and JAX loops share one body for truncation ages and masks (``rnnlab.engines.loops``).
 Every engine keeps one contract: ``forward(cell, x, state0, mask) -> (hs, Cache)`` and

@@ -1,9 +1,10 @@
-"""The chunked engine (``engine="chunked"``): a matrix-state cell linear in its state (DeltaNet, Gated DeltaNet)
-run chunk by chunk in the form the GPU libraries use (flash-linear-attention's ``chunk_delta_rule``): within a
-chunk of L steps the recurrence is solved as matmuls of L × d blocks (a unit-triangular solve for the delta rule's
-pseudo-values), and only the state between chunks is carried. The cell holds the math (``chunked_forward``,
-``chunked_backward``, beside its step, loop over the chunks included); this module is the engine around it: the
-input projection, the cache, the parameter gradients, and the hand-over to the fused loop for truncated BPTT.
+"""The chunked engine (``engine="chunked"``): a matrix-state cell linear in its state (DeltaNet, Gated DeltaNet,
+mLSTM) run chunk by chunk in the form the GPU libraries use (flash-linear-attention's ``chunk_delta_rule`` and
+``chunk_gla``, xLSTM's chunkwise kernels): within a chunk of L steps the recurrence is solved as matmuls of L × d
+blocks (for the delta rule a unit-triangular solve for its pseudo-values), and only the state between chunks is
+carried. The cell holds the math (``chunked_forward``, ``chunked_backward``, beside its step, loop over the chunks
+included; the chunks' layout is ``rnnlab.cells.chunks``); this module is the engine around it: the input
+projection, the cache, the parameter gradients, and the hand-over to the fused loop for truncated BPTT.
 
 The contract is the Numba engine's: the same ``Cache`` (the per-step states too, written from the chunks'
 pseudo-values by a rank-one pass), masks, ``dh_out``, float32 and float64. Full BPTT is the chunked form's own
