@@ -270,6 +270,11 @@ class Cell:
         """Whether the Numba engine has fused kernels for this cell in this configuration."""
         return hasattr(self, "fused_forward")
 
+    def fused_adds_bias(self) -> bool:
+        """Whether the cell's fused forward adds ``b`` inside its loop (then the Numba engine does not add it to
+        the projected inputs first: one pass over (T, B, G·hidden) saved)."""
+        return False
+
     def has_chunked_form(self) -> bool:
         """Whether the chunked engine can run this cell (a matrix state solved chunk by chunk)."""
         return hasattr(self, "chunked_forward")

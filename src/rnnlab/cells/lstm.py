@@ -317,9 +317,12 @@ class LSTM(Cell):
         H, dt = self.hidden_size, self.dtype
         hs, cs, g, tc = (np.empty((T, B, H), dt) for _ in range(4))
         s = np.empty((T, B, 4 * H), dt)
-        b_h = p["b_h"] if "b_h" in p else np.zeros(4 * H, dt)
-        lstm_forward_loop(xw, np.ascontiguousarray(p["W_h"]), b_h, state0[0], state0[1], mask, hs, cs, s, g, tc)
+        bias = sum((p[name] for name in ("b", "b_h") if name in p), np.zeros(4 * H, dt))   # xw comes without b
+        lstm_forward_loop(xw, np.ascontiguousarray(p["W_h"]), bias, state0[0], state0[1], mask, hs, cs, s, g, tc)
         return (hs, cs), {"s": s, "g": g, "tc": tc}
+
+    def fused_adds_bias(self) -> bool:
+        return self._is_plain()       # its loop adds b_h to every pre-activation anyway: b with it costs nothing
 
     def fused_backward(self, p, dhs, cache, prev, mask, back_steps, dh_out, dxw, dhw):
         """The Numba engine's backward loop; dxw receives da (for an LSTM dxw = dhw, so dhw is unused)."""

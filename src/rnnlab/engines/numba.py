@@ -80,7 +80,7 @@ def _forward(cell, x: np.ndarray, state0: tuple, mask: np.ndarray | None) -> tup
         np.take(p["W_x"], x.reshape(-1), axis=0, out=xw.reshape(T * B, -1))
     else:
         projection_matmul(x.reshape(T * B, -1), p["W_x"], out=xw.reshape(T * B, -1))
-    if "b" in p:
+    if "b" in p and not cell.fused_adds_bias():
         xw += p["b"]
     states, steps = cell.fused_forward(p, xw, tuple(np.ascontiguousarray(s) for s in state0),
                                        _mask2d(mask, T, B, cell.dtype))
