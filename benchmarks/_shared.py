@@ -140,6 +140,18 @@ class PrintedToDocs:
         print(f"written: {path}")
 
 
+def argument_parser(doc: str, all_cores: bool = False):
+    """A benchmark's command line with the options its tables share: ``--docs`` and, for a table that also has an
+    all-core form, ``--all-cores`` (which the script reads from ``sys.argv`` before NumPy loads, to pin or not)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if all_cores:
+        parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
+    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
+    return parser
+
+
 def docs_name(script: str, all_cores: bool) -> str:
     """``models-amd-1-thread``: what a table measured, on which vendor's processor, at which thread count, and
     (``-openblas``, ``-mkl``) the BLAS provider when ``$RNNLAB_BLAS`` forced one rather than the default's choice."""

@@ -14,7 +14,6 @@ import _shared  # the script's folder is on sys.path; first: it pins the pools b
 
 _shared.pin_one_thread()
 
-import argparse  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -53,11 +52,10 @@ def row(name: str, heads: int, T: int, B: int, repeats: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _shared.argument_parser(__doc__, all_cores=False)
     parser.add_argument("--cells", default="deltanet,gated-deltanet,mlstm")
     parser.add_argument("--heads", default="8,4,2,1")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     with _shared.PrintedToDocs(_shared.docs_name("chunked", False), args.docs, fenced=False):
         print(f"rnnlab {rnnlab.__version__}: chunked form vs fused loop, input {INPUT}, hidden {HIDDEN}, float32, "

@@ -46,12 +46,10 @@ def training_step(cell_name: str, engine: str, T: int, B: int, H: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _shared.argument_parser(__doc__, all_cores=True)
     parser.add_argument("--cells", default="deltanet,mlstm")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-gib", type=float, default=4.0, help="skip sizes whose per-step states exceed this")
-    parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
-    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     with _shared.PrintedToDocs(_shared.docs_name("chunked-grid", ALL_CORES), args.docs, fenced=True):
         table(args)

@@ -99,11 +99,9 @@ def first_call(cache_dir: str | None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _shared.argument_parser(__doc__, all_cores=True)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
-    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     with _shared.PrintedToDocs(_shared.docs_name("engines", ALL_CORES), args.docs, fenced=True):
         table(args)

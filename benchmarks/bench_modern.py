@@ -21,7 +21,6 @@ import _shared  # the script's folder is on sys.path; first: it pins the pools b
 
 _shared.pin_one_thread()
 
-import argparse  # noqa: E402
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -78,10 +77,9 @@ def contenders(name: str, T: int, B: int, I: int, H: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _shared.argument_parser(__doc__, all_cores=False)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cells", default=",".join(CELLS))
-    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     with _shared.PrintedToDocs(_shared.docs_name("modern", False), args.docs, fenced=True):
         print(f"rnnlab {rnnlab.__version__} vs torch {torch.__version__}, float64, 1 thread, CPU time, interleaved, "

@@ -57,12 +57,10 @@ def training_step(cell_name: str, way: str, T: int, B: int, H: int, options: dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _shared.argument_parser(__doc__, all_cores=True)
     parser.add_argument("--cell", default="diag-linear")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--memory-gib", type=float, default=12.0, help="skip sizes whose arrays exceed this")
-    parser.add_argument("--all-cores", action="store_true", help="default thread pools, wall time, in blocks")
-    parser.add_argument("--docs", action="store_true", help="also write the printout to docs/benchmarks/")
     args = parser.parse_args()
     with _shared.PrintedToDocs(_shared.docs_name(f"scan-{args.cell}", ALL_CORES), args.docs, fenced=True):
         table(args)
