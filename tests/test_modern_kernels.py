@@ -140,3 +140,12 @@ def test_auto_runs_the_chunked_form_from_the_measured_head_size():
     assert rnnlab.make_cell("deltanet", 2, 4 * (d // 2), heads=4, engine="auto").engine == "numba"
     assert rnnlab.make_cell("mlstm", 2, 4 * d_mlstm, heads=4, engine="auto").engine == "chunked"
     assert rnnlab.make_cell("mlstm", 2, 4 * (d_mlstm // 2), heads=4, engine="auto").engine == "numba"
+
+
+def test_a_run_resolves_auto_at_its_own_hidden_size():
+    """``rnnlab train`` and the studies resolve the engine from the run's settings: the head size they give."""
+    from rnnlab.cells.xlstm import MLSTM_CHUNKED_FROM_HEAD_DIM as d
+    from rnnlab.experiments.settings import default_settings, resolve_engine
+    assert resolve_engine(default_settings("mean-sign", cell="mlstm", hidden=d, heads=1))[0] == "chunked"
+    assert resolve_engine(default_settings("mean-sign", cell="mlstm", hidden=d, heads=2))[0] == "numba"
+    assert resolve_engine(default_settings("mean-sign", cell="deltanet", hidden=d, heads=1))[0] == "numba"

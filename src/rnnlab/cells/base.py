@@ -284,10 +284,11 @@ class Cell:
         return False
 
     @classmethod
-    def choose_engine(cls, engine: str, *, bias: bool = True, recurrent_bias: bool = False,
+    def choose_engine(cls, engine: str, *, hidden_size: int, bias: bool = True, recurrent_bias: bool = False,
                       **options: Any) -> tuple[str, str]:
-        """(the engine a cell built with these arguments runs on, why): ``auto`` resolved."""
-        return cls._unallocated(2, 2, bias, recurrent_bias, options)._choose_engine(engine)
+        """(the engine a cell built with these arguments runs on, why): ``auto`` resolved. The hidden size counts:
+        the chunked forms' rule reads the head size."""
+        return cls._unallocated(2, hidden_size, bias, recurrent_bias, options)._choose_engine(engine)
 
     def _choose_engine(self, engine: str) -> tuple[str, str]:
         cell = type(self).__name__

@@ -230,7 +230,7 @@ def resolve_engine(settings: dict[str, Any]) -> tuple[str, str]:
     kwargs = cell_kwargs(settings)
     engine = kwargs.pop("engine")
     kwargs.pop("init"), kwargs.pop("init_scale")
-    return cell_class(settings["cell"]).choose_engine(engine, **kwargs)
+    return cell_class(settings["cell"]).choose_engine(engine, hidden_size=int(settings["hidden"]), **kwargs)
 
 
 # Settings added after stored results existed, each defaulting to the behaviour those results had. Ids hashed
