@@ -443,7 +443,6 @@ def _decays(lg):
     return np.exp(np.where(lower, lg[..., :, None] - lg[..., None, :], -np.inf))
 
 
-
 def delta_chunk_forward(q, k, v, beta, lg, scale, S0):
     """One chunk, every (row, head) at once: q, k, v (N, L, d); β, lg (N, L); S0 (N, d, d) → O, U (N, L, d), S_L."""
     L = q.shape[-2]
